@@ -1,0 +1,36 @@
+"""repoinstall: install Python packages once into a repo directory that many pods share.
+
+The public API is :class:`Repo`, its result and event types, and the exceptions; everything else is private.
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    InstallError,
+    InvalidInput,
+    InvalidRequirement,
+    LockTimeout,
+    NotInstalled,
+    NotPinned,
+    RepoinstallError,
+    RepoUnusable,
+    RequirementsFileError,
+)
+from ._pip import InstallOptions
+from ._repo import EnsureResult, Event, Repo
+
+__all__ = [
+    "EnsureResult",
+    "Event",
+    "InstallError",
+    "InstallOptions",
+    "InvalidInput",
+    "InvalidRequirement",
+    "LockTimeout",
+    "NotInstalled",
+    "NotPinned",
+    "Repo",
+    "RepoUnusable",
+    "RepoinstallError",
+    "RequirementsFileError",
+]

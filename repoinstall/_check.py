@@ -1,0 +1,78 @@
+"""Is a tree installed? The lock-free check: no lock, no network, no process, a handful of small reads."""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from . import _fs, _manifest
+from ._dists import dist_info_name, parse_metadata
+from ._identity import TreeId
+from ._layout import Layout
+
+
+class State(enum.Enum):
+    PRESENT = "present"  # record and METADATA agree: use it
+    MISSING = "missing"  # nothing at the tree path (a record, if any, is stale)
+    UNRECORDED = "unrecorded"  # a tree whose METADATA matches but no record: a crash between publish and record
+    BROKEN = "broken"  # something at the tree path that is not this tree
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    state: State
+    record: _manifest.Record | None = None
+    dist_info: str | None = None
+
+
+def _names(data: bytes | None, tid: TreeId) -> bool:
+    if data is None or (parsed := parse_metadata(data)) is None:
+        return False
+    name, version = parsed
+    try:
+        return canonicalize_name(name) == tid.name and Version(version) == tid.version
+    except InvalidVersion:
+        return False
+
+
+def check(layout: Layout, tid: TreeId) -> Status:
+    """Installed means BOTH a manifest record of the tree AND the tree's METADATA naming that project and version."""
+    root = layout.root_fd()
+    if root is None:
+        return Status(State.MISSING)
+    record = _manifest.read(layout, tid)
+    tree = _fs.open_dir(root, (*layout.tree_dir(tid), tid.leaf))
+    if tree is None:
+        # Nothing usable at the path; if a symlink or file is planted there, the install step renames it aside.
+        present = _exists(root, layout, tid)
+        return Status(State.BROKEN if present else State.MISSING, record)
+    try:
+        if record is not None and _names(_fs.read_file(tree, (record.dist_info, "METADATA")), tid):
+            return Status(State.PRESENT, record, record.dist_info)
+        # No (usable) record: find the project's own dist-info, by today's naming or by scanning the tree.
+        guess = dist_info_name(tid.name, str(tid.version))
+        if _names(_fs.read_file(tree, (guess, "METADATA")), tid):
+            return Status(State.UNRECORDED, record, guess)
+        for entry in os.listdir(tree):
+            if entry.endswith(".dist-info") and _names(_fs.read_file(tree, (entry, "METADATA")), tid):
+                return Status(State.UNRECORDED, record, entry)
+        return Status(State.BROKEN, record)
+    finally:
+        os.close(tree)
+
+
+def _exists(root: int, layout: Layout, tid: TreeId) -> bool:
+    parent = _fs.open_dir(root, layout.tree_dir(tid))
+    if parent is None:
+        return False
+    try:
+        os.stat(tid.leaf, dir_fd=parent, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(parent)

@@ -1,0 +1,45 @@
+"""Exceptions: one base, one subclass per way an ensure can end badly, each with its CLI exit code."""
+
+from __future__ import annotations
+
+
+class RepoinstallError(Exception):
+    """Base of every error repoinstall raises on purpose; ``exit_code`` is what the CLI exits with."""
+
+    exit_code: int = 1
+
+
+class InvalidInput(RepoinstallError):
+    """A spec, requirements file, option or repo path that cannot be used (exit 2). Nothing was written."""
+
+    exit_code = 2
+
+
+class InvalidRequirement(InvalidInput):
+    """A requirement that is not a usable PEP 508 name-and-version spec."""
+
+
+class RequirementsFileError(InvalidInput):
+    """A requirements file that is missing, unreadable or holds an unsupported line."""
+
+
+class NotPinned(InvalidInput):
+    """An unpinned spec that no installed tree satisfies; pin it to one version."""
+
+
+class RepoUnusable(InvalidInput):
+    """The repo path is not a directory, cannot be created, or cannot be written when it must be."""
+
+
+class InstallError(RepoinstallError):
+    """pip failed, the staged tree did not verify, or the repo ran out of space (exit 1)."""
+
+
+class NotInstalled(RepoinstallError):
+    """``path`` asked for a tree that is not installed (exit 1)."""
+
+
+class LockTimeout(RepoinstallError):
+    """Waiting for a peer's install lock took longer than the wait timeout (exit 3)."""
+
+    exit_code = 3

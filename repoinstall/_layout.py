@@ -1,0 +1,108 @@
+"""Where things live in a repo directory.
+
+    <repo>/trees/<env>/<name>/<version>[extras]/        one immutable pip --target tree (importable)
+    <repo>/records/<env>/<name>/<version>[extras].json  its manifest record (one small file per tree)
+    <repo>/locks/<env>/<name>/<version>[extras].lock    its install lock (filelock keeps state in .lock.rw/)
+    <repo>/staging/<env>/<tree>.<host>.<pid>.<random>/  a private staging dir per install attempt
+    <repo>/trash/                                       broken trees renamed aside before deletion
+
+One file per tree, never one manifest for the whole repo, keeps the check's cost proportional to the
+packages asked for and lets installs of different trees never write the same file.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from ._errors import RepoUnusable
+from ._identity import TreeId
+
+TREES = "trees"
+RECORDS = "records"
+LOCKS = "locks"
+STAGING = "staging"
+TRASH = "trash"
+RECORD_SUFFIX = ".json"
+
+
+def default_repo() -> str:
+    """The per-user default repo: ``$XDG_DATA_HOME/repoinstall/repo`` (``~/.local/share/...``)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "repoinstall", "repo")
+
+
+class Layout:
+    """The repo root and the paths of one tree's parts below it. Holds one directory descriptor of the root."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        path = os.path.abspath(os.fspath(root))
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            mode = None
+        except OSError as error:
+            raise RepoUnusable(f"repo {path}: cannot be used: {error.strerror}") from None
+        if mode is not None and not stat.S_ISDIR(mode):
+            raise RepoUnusable(f"repo {path}: exists and is not a directory")
+        self.root = path
+        self._fd: int | None = None
+
+    def root_fd(self, *, create: bool = False) -> int | None:
+        """The root's descriptor, or ``None`` if the repo does not exist yet and ``create`` is false."""
+        if self._fd is None:
+            if create:
+                try:
+                    os.makedirs(self.root, 0o2775, exist_ok=True)
+                except FileExistsError:
+                    raise RepoUnusable(f"repo {self.root}: exists and is not a directory") from None
+                except OSError as error:
+                    raise RepoUnusable(f"repo {self.root}: cannot be created: {error.strerror}") from None
+            try:
+                self._fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return None
+            except OSError as error:
+                raise RepoUnusable(f"repo {self.root}: cannot be opened: {error.strerror}") from None
+        return self._fd
+
+    def writable_fd(self) -> int:
+        """The root's descriptor for an install; a clear error when the repo is read-only or not writable."""
+        fd = self.root_fd(create=True)
+        assert fd is not None
+        if not os.access(self.root, os.W_OK):
+            if _read_only_filesystem(self.root):
+                raise RepoUnusable(f"repo {self.root} is read-only: cannot install missing packages here")
+            raise RepoUnusable(f"repo {self.root} is not writable by uid {os.getuid()}")
+        return fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    @staticmethod
+    def tree_dir(tid: TreeId) -> tuple[str, ...]:
+        return (TREES, tid.env, tid.name)
+
+    @staticmethod
+    def record_dir(tid: TreeId) -> tuple[str, ...]:
+        return (RECORDS, tid.env, tid.name)
+
+    @staticmethod
+    def lock_dir(tid: TreeId) -> tuple[str, ...]:
+        return (LOCKS, tid.env, tid.name)
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    def tree_path(self, tid: TreeId) -> str:
+        return self.path(*self.tree_dir(tid), tid.leaf)
+
+
+def _read_only_filesystem(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError as error:
+        return error.errno == errno.EROFS

@@ -1,0 +1,163 @@
+"""Per-tree install locks on the shared volume.
+
+The lock is filelock's ``SoftReadWriteLock`` write lock. Its state is a log of immutable snapshots committed
+with no-replace hard links, and a holder record whose nonce a heartbeat thread rewrites; a waiter evicts a
+holder whose record has not changed for the stale threshold on the waiter's own monotonic clock, so clock
+skew between pods cannot matter. It takes over with link and rename alone, which is why it works on NFS and
+CephFS, whose kernel clients refuse the ``renameat2`` flags ``SoftFileLease`` takes over with.
+
+The lock only saves duplicate work: the rename that publishes a tree is the commit point, so a holder that
+lost its lease (paused past the threshold) can at worst install a tree nobody uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from . import _fs
+from ._errors import LockTimeout
+
+log = logging.getLogger("repoinstall")
+
+#: How long one acquire attempt blocks before we look at who holds the lock and at our own deadline.
+_SLICE = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class LockSettings:
+    """Defaults fit NFS attribute caching: a peer may see a heartbeat only seconds after it was written."""
+
+    stale_after: float = 120.0
+    heartbeat: float = 20.0
+    wait_timeout: float = 1800.0
+    enabled: bool = True
+
+    def validate(self) -> str | None:
+        """A one-line reason these settings cannot work, or ``None``."""
+        for label, value in (("stale-after", self.stale_after), ("heartbeat", self.heartbeat)):
+            if not math.isfinite(value) or value <= 0:
+                return f"--{label} must be a positive number of seconds, got {value}"
+        if not math.isfinite(self.wait_timeout) or self.wait_timeout < 0:
+            return f"--wait-timeout must be zero or a positive number of seconds, got {self.wait_timeout}"
+        if self.heartbeat >= self.stale_after:
+            return f"--heartbeat ({self.heartbeat}s) must be shorter than --stale-after ({self.stale_after}s)"
+        return None
+
+
+class TreeLock(Protocol):
+    waited: bool
+    lost: threading.Event
+
+    def __enter__(self) -> TreeLock: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class NoLock:
+    """``--no-lock``: no lock files at all. Staging and the atomic rename still keep every tree whole."""
+
+    def __init__(self) -> None:
+        self.waited = False
+        self.lost = threading.Event()
+
+    def __enter__(self) -> NoLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class FileTreeLock:
+    """The write lock of one tree, plus an owner note (host, pid, since) so waiters can say who they wait for.
+
+    Takes ownership of ``directory_fd`` (the lock directory) and closes it when the lock is done with.
+    """
+
+    def __init__(self, directory_fd: int, directory: str, leaf: str, settings: LockSettings) -> None:
+        from filelock import SoftReadWriteLock
+
+        self.waited = False
+        self.lost = threading.Event()
+        self._dir_fd = directory_fd
+        self._owner_name = leaf + ".owner"
+        self._settings = settings
+        self.path = os.path.join(directory, leaf + ".lock")
+        self._lock = SoftReadWriteLock(
+            self.path,
+            heartbeat_interval=settings.heartbeat,
+            stale_threshold=settings.stale_after,
+            poll_interval=min(0.25, settings.heartbeat / 2),
+            is_singleton=False,
+            on_compromise=self._on_compromise,
+        )
+
+    def _on_compromise(self, compromise: Any) -> None:
+        # Runs on the heartbeat thread. From here on a peer may hold the lock: never publish over anything.
+        self.lost.set()
+        log.warning("lost the lock %s (%s); will not publish over a peer's tree", self.path, compromise.reason)
+
+    def __enter__(self) -> FileTreeLock:
+        try:
+            self._acquire()
+        except BaseException:
+            self._close()
+            raise
+        return self
+
+    def _acquire(self) -> None:
+        from filelock import Timeout
+
+        started = time.monotonic()
+        deadline = started + self._settings.wait_timeout
+        logged = False
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                self._lock.acquire_write(timeout=max(0.0, min(_SLICE, remaining)))
+                break
+            except Timeout:
+                self.waited = True
+                if not logged:
+                    log.info("waiting for %s: %s", self.path, self.holder())
+                    logged = True
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(
+                        f"gave up after {self._settings.wait_timeout:g}s waiting for {self.path}: {self.holder()}"
+                    ) from None
+        try:
+            note = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
+            _fs.write_atomic(self._dir_fd, self._owner_name, json.dumps(note).encode())
+        except OSError:
+            pass  # the note is only for humans; the lock itself is held
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.lost.is_set():  # after a loss the note may already be the new holder's
+            with contextlib.suppress(OSError):
+                _fs.unlink(self._dir_fd, self._owner_name)
+        self._lock.release(force=True)
+        self._close()
+
+    def _close(self) -> None:
+        self._lock.close()
+        if self._dir_fd >= 0:
+            os.close(self._dir_fd)
+            self._dir_fd = -1
+
+    def holder(self) -> str:
+        """Who holds the lock and for how long, as its owner note tells (best effort)."""
+        data = _fs.read_file(self._dir_fd, (self._owner_name,))
+        try:
+            note = json.loads(data or b"")
+            age = max(0.0, time.time() - float(note["since"]))
+            return f"held by {note['host']} pid {note['pid']} for {age:.0f}s"
+        except (ValueError, KeyError, TypeError):
+            return "held by a peer that has not said who it is"

@@ -1,0 +1,141 @@
+"""The manifest: one small JSON record per tree saying what was installed there, how and when."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import _fs
+from ._dists import Dist
+from ._identity import TreeId
+from ._layout import RECORD_SUFFIX, RECORDS, Layout
+
+FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """What the manifest knows about one tree."""
+
+    requirement: str
+    name: str
+    version: str
+    extras: tuple[str, ...]
+    env: str
+    dist_info: str
+    installer: str
+    installer_version: str
+    installed_at: str
+    host: str
+    dists: tuple[dict[str, str], ...] = field(default=())
+    format: int = FORMAT
+
+    def to_json(self) -> bytes:
+        return (json.dumps(asdict(self), indent=1, sort_keys=True) + "\n").encode("utf-8")
+
+    @classmethod
+    def new(
+        cls, tid: TreeId, requirement: str, dist_info: str, dists: list[Dist], installer: str, installer_version: str
+    ) -> Record:
+        return cls(
+            requirement=requirement,
+            name=tid.name,
+            version=str(tid.version),
+            extras=tid.extras,
+            env=tid.env,
+            dist_info=dist_info,
+            installer=installer,
+            installer_version=installer_version,
+            installed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            host=socket.gethostname(),
+            dists=tuple({"name": d.name, "version": d.version, "dist_info": d.dist_info} for d in dists),
+        )
+
+
+def parse(data: bytes, tid: TreeId) -> Record | None:
+    """The record in ``data`` if it is well formed and describes ``tid``; ``None`` for anything else."""
+    try:
+        raw: Any = json.loads(data)
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            return None
+        raw["extras"] = tuple(raw.get("extras") or ())
+        raw["dists"] = tuple(raw.get("dists") or ())
+        record = Record(**raw)
+    except (ValueError, TypeError):
+        return None
+    if (record.name, record.version, record.extras, record.env) != (tid.name, str(tid.version), tid.extras, tid.env):
+        return None
+    if "/" in record.dist_info or record.dist_info in ("", ".", "..") or not record.dist_info.endswith(".dist-info"):
+        return None
+    return record
+
+
+def read(layout: Layout, tid: TreeId) -> Record | None:
+    fd = layout.root_fd()
+    if fd is None:
+        return None
+    data = _fs.read_file(fd, (*layout.record_dir(tid), tid.leaf + RECORD_SUFFIX))
+    return None if data is None else parse(data, tid)
+
+
+def write(layout: Layout, tid: TreeId, record: Record) -> None:
+    """Write the record atomically; writers of one tree all write equivalent records, so last one wins."""
+    directory = _fs.make_dirs(layout.writable_fd(), layout.record_dir(tid), layout.root)
+    try:
+        _fs.write_atomic(directory, tid.leaf + RECORD_SUFFIX, record.to_json())
+    finally:
+        os.close(directory)
+
+
+def remove(layout: Layout, tid: TreeId) -> None:
+    fd = layout.root_fd()
+    if fd is None:
+        return
+    directory = _fs.open_dir(fd, layout.record_dir(tid))
+    if directory is not None:
+        try:
+            _fs.unlink(directory, tid.leaf + RECORD_SUFFIX)
+        finally:
+            os.close(directory)
+
+
+def installed_leaves(layout: Layout, env: str, name: str) -> list[str]:
+    """The tree leaves (version[extras]) that have a record for ``name``: the candidates for an unpinned spec."""
+    fd = layout.root_fd()
+    if fd is None:
+        return []
+    directory = _fs.open_dir(fd, (RECORDS, env, name))
+    if directory is None:
+        return []
+    try:
+        return [
+            n.removesuffix(RECORD_SUFFIX)
+            for n in os.listdir(directory)
+            if n.endswith(RECORD_SUFFIX) and not n.startswith(".")
+        ]
+    finally:
+        os.close(directory)
+
+
+def all_records(layout: Layout) -> list[tuple[str, str, str]]:
+    """(env, name, leaf) of every record in the repo, for ``list``."""
+    found: list[tuple[str, str, str]] = []
+    base = layout.path(RECORDS)
+    for env in sorted(_listdirs(base)):
+        for name in sorted(_listdirs(os.path.join(base, env))):
+            for entry in sorted(os.listdir(os.path.join(base, env, name))):
+                if entry.endswith(RECORD_SUFFIX) and not entry.startswith("."):
+                    found.append((env, name, entry.removesuffix(RECORD_SUFFIX)))
+    return found
+
+
+def _listdirs(path: str) -> list[str]:
+    try:
+        with os.scandir(path) as entries:
+            return [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []

@@ -1,0 +1,100 @@
+"""The installer: ``python -m pip install --target <staging>`` with the user's index options and pip config."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from ._errors import InstallError
+from ._requirements import Requested
+
+#: pip settings that would send files somewhere other than --target; everything else in PIP_* and pip.conf
+#: (indexes, certificates, proxies, find-links) stays in force, since that is how users reach private indexes.
+_DESTINATION_VARIABLES = ("PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER", "PIP_EDITABLE", "PIP_UPGRADE")
+_TAIL_LINES = 12
+
+
+@dataclass(frozen=True, slots=True)
+class InstallOptions:
+    """Index and resolution options passed through to the installer unchanged."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    no_index: bool = False
+    constraints: tuple[str, ...] = ()
+    timeout: float = 900.0
+    python: str = field(default_factory=lambda: sys.executable)
+
+    def args(self) -> list[str]:
+        args: list[str] = []
+        if self.index_url:
+            args += ["--index-url", self.index_url]
+        for url in self.extra_index_urls:
+            args += ["--extra-index-url", url]
+        for location in self.find_links:
+            args += ["--find-links", location]
+        if self.no_index:
+            args.append("--no-index")
+        for path in self.constraints:
+            args += ["--constraint", os.path.abspath(path)]
+        return args
+
+
+def installer_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pip")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def command(options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str) -> list[str]:
+    """The pip command line. ``--`` ends pip's options, so the requirement can never be read as one."""
+    base = [
+        options.python,
+        "-m",
+        "pip",
+        "install",
+        "--target",
+        target,
+        "--no-input",
+        "--disable-pip-version-check",
+        "--no-warn-script-location",
+        *options.args(),
+    ]
+    if not requested.hashes:
+        return [*base, "--", pin]
+    # Hashes only travel in a requirements file; we write it from the validated pin, nothing user-shaped.
+    path = os.path.join(scratch, "requirements.txt")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(pin + "".join(f" --hash={h}" for h in requested.hashes) + "\n")
+    return [*base, "--require-hashes", "-r", path]
+
+
+def run(cmd: list[str], timeout: float, what: str) -> None:
+    """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure."""
+    env = {k: v for k, v in os.environ.items() if k not in _DESTINATION_VARIABLES}
+    try:
+        done = subprocess.run(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"{what}: pip did not finish within {timeout:g}s (see --install-timeout)") from None
+    except OSError as error:
+        raise InstallError(f"{what}: cannot run {cmd[0]}: {error.strerror}") from None
+    if done.returncode != 0:
+        output = done.stdout.decode("utf-8", "replace")
+        lines = [line for line in output.splitlines() if line.strip()]
+        tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
+        reason = "the repo's filesystem is full" if "No space left on device" in output else "pip failed"
+        raise InstallError(f"{what}: {reason} (exit {done.returncode}):\n{tail}")

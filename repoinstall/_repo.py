@@ -1,0 +1,396 @@
+"""``Repo.ensure``: check, lock, check again, stage, install, verify, publish, record."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from . import _fs, _manifest
+from ._check import State, check
+from ._errors import InstallError, InvalidInput, NotInstalled, NotPinned, RepoinstallError, RepoUnusable
+from ._identity import TreeId, environment_tag
+from ._layout import LOCKS, STAGING, TRASH, Layout, default_repo
+from ._lock import LockSettings
+from ._requirements import Requested, parse_spec
+
+if TYPE_CHECKING:
+    from ._flight import SingleFlight
+    from ._lock import TreeLock
+    from ._pip import InstallOptions
+
+log = logging.getLogger("repoinstall")
+
+Action = Literal["present", "installed", "repaired", "waited", "skipped"]
+
+
+@dataclass(frozen=True, slots=True)
+class EnsureResult:
+    """The outcome of one ensure: which tree satisfies the requirement, where it is, and what it took."""
+
+    requirement: str
+    name: str
+    version: str | None
+    path: str | None
+    action: Action
+    extras: tuple[str, ...] = ()
+    seconds_waited: float = 0.0
+    seconds_installing: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "requirement": self.requirement,
+            "name": self.name,
+            "version": self.version,
+            "path": self.path,
+            "action": self.action,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Reported to ``Repo(on_event=...)`` when an install starts ("start") and ends ("done")."""
+
+    kind: Literal["start", "done"]
+    tree: str
+    action: Action | None = None
+    seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class _Timing:
+    waited: float = 0.0
+    installing: float = 0.0
+
+
+class Repo:
+    """A repo directory of install trees shared by many processes and hosts."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        lock: bool = True,
+        stale_after: float = 120.0,
+        heartbeat: float = 20.0,
+        wait_timeout: float = 1800.0,
+        jobs: int = 4,
+        install: InstallOptions | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> None:
+        self.settings = LockSettings(stale_after, heartbeat, wait_timeout, lock)
+        if (problem := self.settings.validate()) is not None:
+            raise InvalidInput(problem)
+        if jobs < 1:
+            raise InvalidInput(f"--jobs must be at least 1, got {jobs}")
+        self._layout = Layout(default_repo() if path is None else path)
+        self.env = environment_tag()
+        self.jobs = jobs
+        self._install_options = install
+        self._on_event = on_event
+        self._flights: SingleFlight[tuple[Action, _Timing]] | None = None
+
+    @property
+    def path(self) -> str:
+        return self._layout.root
+
+    def close(self) -> None:
+        self._layout.close()
+
+    def __enter__(self) -> Repo:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- resolving what was asked to a tree ---------------------------------------------------------------
+
+    def resolve(self, requested: Requested | str) -> TreeId | None:
+        """The tree for a requirement, ``None`` if its marker is false; pinned specs need no disk access."""
+        if isinstance(requested, str):
+            requested = parse_spec(requested, source="api")
+        if not requested.marker_applies():
+            return None
+        version = requested.pinned_version()
+        if version is not None:
+            return TreeId(self.env, requested.name, version, requested.extras)
+        # A range: the highest installed version that matches (index resolution is a later step).
+        extras_suffix = f"[{','.join(requested.extras)}]" if requested.extras else ""
+        candidates = []
+        from packaging.version import InvalidVersion, Version
+
+        for leaf in _manifest.installed_leaves(self._layout, self.env, requested.name):
+            version_text, _, rest = leaf.partition("[")
+            if (f"[{rest}" if rest else "") != extras_suffix:
+                continue
+            try:
+                candidate = Version(version_text)
+            except InvalidVersion:
+                continue
+            if requested.requirement.specifier.contains(candidate, prereleases=True):
+                candidates.append(candidate)
+        for candidate in sorted(candidates, reverse=True):
+            tid = TreeId(self.env, requested.name, candidate, requested.extras)
+            if check(self._layout, tid).state is State.PRESENT:
+                return tid
+        raise NotPinned(
+            f"{requested.text!r} ({requested.source}): no installed version matches; "
+            f"pin it to one version (e.g. {requested.name}{extras_suffix}==X.Y)"
+        )
+
+    # ---- the protocol -------------------------------------------------------------------------------------
+
+    def ensure(self, requested: Requested | str) -> EnsureResult:
+        """Make sure the tree for ``requested`` is installed; install it (once, cluster-wide) if not."""
+        if isinstance(requested, str):
+            requested = parse_spec(requested, source="api")
+        tid = self.resolve(requested)
+        return self._ensure(requested, tid)
+
+    def ensure_all(
+        self, specs: Iterable[Requested | str], *, return_exceptions: bool = False
+    ) -> list[EnsureResult | RepoinstallError]:
+        """Ensure several requirements, different trees in parallel (``jobs`` at a time), results in order.
+
+        Every spec is parsed and resolved before anything is installed, so bad input writes nothing.
+        """
+        requested = [parse_spec(s, source="api") if isinstance(s, str) else s for s in specs]
+        tids = [self.resolve(r) for r in requested]
+        if len(requested) <= 1 or self.jobs == 1:
+            outcomes = [self._capture(r, t) for r, t in zip(requested, tids, strict=True)]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(self.jobs, len(requested))) as pool:
+                outcomes = list(pool.map(self._capture, requested, tids))
+        if not return_exceptions:
+            for outcome in outcomes:
+                if isinstance(outcome, RepoinstallError):
+                    raise outcome
+        return outcomes
+
+    def _capture(self, requested: Requested, tid: TreeId | None) -> EnsureResult | RepoinstallError:
+        try:
+            return self._ensure(requested, tid)
+        except RepoinstallError as error:
+            return error
+
+    def _ensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
+        if tid is None:
+            log.info("skipped %s: its marker is false here", requested.text)
+            return EnsureResult(requested.text, requested.name, None, None, "skipped")
+        # Lock-free fast path: a record and matching METADATA mean installed. No lock, no network, no process.
+        if check(self._layout, tid).state is State.PRESENT:
+            return self._result(requested, tid, "present", _Timing())
+        if self._flights is None:
+            from ._flight import SingleFlight
+
+            self._flights = SingleFlight()
+        # Threads of this process asking for the same tree share one install before touching the file lock.
+        (action, timing), shared = self._flights.run(tid, lambda: self._install(requested, tid))
+        return self._result(requested, tid, "waited" if shared else action, timing)
+
+    def _result(self, requested: Requested, tid: TreeId, action: Action, timing: _Timing) -> EnsureResult:
+        return EnsureResult(
+            requested.text,
+            tid.name,
+            str(tid.version),
+            self._layout.tree_path(tid),
+            action,
+            tid.extras,
+            timing.waited,
+            timing.installing,
+        )
+
+    def _lock(self, tid: TreeId) -> TreeLock:
+        from ._lock import FileTreeLock, NoLock
+
+        if not self.settings.enabled:
+            return NoLock()
+        directory = _fs.make_dirs(self._layout.writable_fd(), (LOCKS, tid.env, tid.name), self._layout.root)
+        return FileTreeLock(directory, self._layout.path(LOCKS, tid.env, tid.name), tid.leaf, self.settings)
+
+    def _install(self, requested: Requested, tid: TreeId) -> tuple[Action, _Timing]:
+        timing = _Timing()
+        self._emit(Event("start", str(tid)))
+        started = time.monotonic()
+        try:
+            self._layout.writable_fd()
+            with self._lock(tid) as lock:
+                timing.waited = time.monotonic() - started
+                action = self._install_locked(requested, tid, lock, timing)
+        except OSError as error:
+            raise _os_error(error, self._layout.root, tid) from None
+        self._emit(Event("done", str(tid), action, time.monotonic() - started))
+        log.info("%s %s (%.1fs)", action, tid, time.monotonic() - started)
+        return action, timing
+
+    def _install_locked(self, requested: Requested, tid: TreeId, lock: TreeLock, timing: _Timing) -> Action:
+        # Check again inside the lock: a peer may have finished while we waited.
+        status = check(self._layout, tid)
+        if status.state is State.PRESENT:
+            return "waited"
+        if status.state is State.UNRECORDED:
+            # A crash between publish and record: the tree is whole if its RECORD hashes say so; no pip needed.
+            assert status.dist_info is not None
+            if self._record_existing(requested, tid, status.dist_info):
+                return "repaired"
+            status = check(self._layout, tid)
+            if status.state is not State.PRESENT:
+                self._set_aside(tid)
+        elif status.state is State.BROKEN:
+            self._set_aside(tid)
+        started = time.monotonic()
+        try:
+            return self._stage_and_publish(requested, tid, lock)
+        finally:
+            timing.installing = time.monotonic() - started
+
+    def _record_existing(self, requested: Requested, tid: TreeId, dist_info: str) -> bool:
+        from ._dists import check_record, scan
+
+        tree = self._layout.tree_path(tid)
+        dists = scan(tree)
+        for dist in dists:
+            if problems := check_record(tree, dist):
+                log.warning(
+                    "%s: %s does not match its RECORD (%s); reinstalling", tree, dist.dist_info, problems.summary()
+                )
+                return False
+        installer = _fs.read_file(
+            self._layout.writable_fd(), (*self._layout.tree_dir(tid), tid.leaf, dist_info, "INSTALLER")
+        )
+        name = (installer or b"unknown").decode("utf-8", "replace").strip() or "unknown"
+        record = _manifest.Record.new(tid, requested.text, dist_info, dists, name, "unknown (re-recorded)")
+        _manifest.write(self._layout, tid, record)
+        return True
+
+    def _set_aside(self, tid: TreeId) -> None:
+        """Move a broken tree out of the way: record first, so nobody sees record + broken tree; then rename."""
+        _manifest.remove(self._layout, tid)
+        trash = _fs.make_dirs(self._layout.writable_fd(), (TRASH,), self._layout.root)
+        name = f"{tid.env}.{tid.name}.{tid.leaf}.{secrets.token_hex(4)}"
+        try:
+            os.rename(self._layout.tree_path(tid), os.path.join(self._layout.path(TRASH), name))
+        except FileNotFoundError:
+            return
+        finally:
+            os.close(trash)
+        log.warning("moved a broken tree aside: %s", self._layout.tree_path(tid))
+        _fs.remove_tree(os.path.join(self._layout.path(TRASH), name))
+
+    def _stage_and_publish(self, requested: Requested, tid: TreeId, lock: TreeLock) -> Action:
+        from . import _pip
+        from ._dists import check_record, scan
+        from ._publish import publish
+
+        options = self._install_options or _pip.InstallOptions()
+        staging = self._new_staging(tid)
+        try:
+            # pip creates the target itself: it never installs into a non-empty or final directory.
+            target = os.path.join(staging, "tree")
+            _pip.run(_pip.command(options, target, requested, tid.pin, staging), options.timeout, str(tid))
+            dists = scan(target)
+            own = [d for d in dists if _same_project(d.name, d.version, tid)]
+            if not own:
+                raise InstallError(f"{tid}: pip finished but the staged tree has no {tid.name} {tid.version} dist-info")
+            for dist in dists:
+                if problems := check_record(target, dist):
+                    raise InstallError(f"{tid}: staged tree does not match RECORD: {problems.summary()}")
+            record = _manifest.Record.new(tid, requested.text, own[0].dist_info, dists, "pip", _pip.installer_version())
+            final = self._layout.tree_path(tid)
+            parent = _fs.make_dirs(self._layout.writable_fd(), self._layout.tree_dir(tid), self._layout.root)
+            os.close(parent)
+            # The rename is the commit point; the lock only saves duplicate work. After a lost lease, a peer
+            # may be publishing this very tree: publish() never replaces what is there, so theirs stands.
+            published = False if lock.lost.is_set() and os.path.lexists(final) else publish(target, final)
+            if not published:
+                # A peer published first (our lease lapsed, or --no-lock): use theirs once it checks out.
+                status = check(self._layout, tid)
+                if status.state is State.UNRECORDED:
+                    assert status.dist_info is not None
+                    self._record_existing(requested, tid, status.dist_info)
+                    status = check(self._layout, tid)
+                if status.state is State.PRESENT:
+                    log.info("%s: a peer published it first; using theirs", tid)
+                    return "waited"
+                raise InstallError(f"{tid}: {final} is taken by something that is not a valid tree")
+            # After the commit point. A crash before this write leaves an unrecorded tree that the next
+            # ensure re-records from its RECORD hashes, without pip.
+            _manifest.write(self._layout, tid, record)
+            return "installed"
+        finally:
+            _fs.remove_tree(staging)
+
+    def _new_staging(self, tid: TreeId) -> str:
+        """A fresh, private staging dir on the repo's filesystem (so publishing is a rename, not a copy)."""
+        parent = _fs.make_dirs(self._layout.writable_fd(), (STAGING, tid.env), self._layout.root)
+        try:
+            host = "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname())[:40]
+            name = f"{tid.name}-{tid.leaf}.{host}.{os.getpid()}.{secrets.token_hex(4)}"
+            os.mkdir(name, _fs.DIR_MODE, dir_fd=parent)
+        finally:
+            os.close(parent)
+        return self._layout.path(STAGING, tid.env, name)
+
+    def _emit(self, event: Event) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+
+    # ---- queries ------------------------------------------------------------------------------------------
+
+    def tree_path(self, requested: Requested | str) -> str:
+        """The installed tree's path for ``requested``; :class:`NotInstalled` if it is not installed."""
+        if isinstance(requested, str):
+            requested = parse_spec(requested, source="api")
+        try:
+            tid = self.resolve(requested)
+        except NotPinned:
+            raise NotInstalled(f"{requested.text}: not installed in {self.path}") from None
+        if tid is None:
+            raise NotInstalled(f"{requested.text}: its marker is false here, so it has no tree")
+        if check(self._layout, tid).state is not State.PRESENT:
+            raise NotInstalled(f"{tid}: not installed in {self.path}")
+        return self._layout.tree_path(tid)
+
+    def list(self) -> list[_manifest.Record]:
+        """Every recorded tree in the repo, all environments."""
+        found = []
+        for env, name, leaf in _manifest.all_records(self._layout):
+            version, _, extras = leaf.partition("[")
+            try:
+                from packaging.version import Version
+
+                tid = TreeId(env, name, Version(version), tuple(e for e in extras.rstrip("]").split(",") if e))
+            except (InvalidInput, ValueError):
+                continue
+            record = _manifest.read(self._layout, tid)
+            if record is not None:
+                found.append(record)
+        return found
+
+
+def _same_project(name: str, version: str, tid: TreeId) -> bool:
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return canonicalize_name(name) == tid.name and Version(version) == tid.version
+    except InvalidVersion:
+        return False
+
+
+def _os_error(error: OSError, root: str, tid: TreeId) -> RepoinstallError:
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return InstallError(f"{tid}: the repo's filesystem is full ({root}): {error.strerror}")
+    if error.errno == errno.EROFS:
+        return RepoUnusable(f"repo {root} is read-only: cannot install {tid}")
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return RepoUnusable(f"repo {root}: permission denied at {error.filename or root}")
+    return InstallError(f"{tid}: {error.strerror} ({error.filename or root})")

@@ -1,0 +1,196 @@
+"""What the user asked for: PEP 508 specs from the command line and from pip-style requirements files."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement as _PackagingInvalid
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ._errors import InvalidRequirement, RequirementsFileError
+
+_HASH = re.compile(r"^[a-z0-9]+:[0-9a-fA-F]+$")
+_ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar", ".egg")
+_MAX_SPEC = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """One requirement as asked: the parsed PEP 508 requirement, its ``--hash`` values and where it came from."""
+
+    requirement: Requirement
+    hashes: tuple[str, ...] = ()
+    source: str = "command line"
+
+    @property
+    def text(self) -> str:
+        return str(self.requirement)
+
+    @property
+    def name(self) -> str:
+        return canonicalize_name(self.requirement.name)
+
+    @property
+    def extras(self) -> tuple[str, ...]:
+        return tuple(sorted({canonicalize_name(extra) for extra in self.requirement.extras}))
+
+    def pinned_version(self) -> Version | None:
+        """The one version an ``==X`` or ``===X`` spec names, or ``None`` for a range."""
+        specs = list(self.requirement.specifier)
+        if len(specs) != 1 or specs[0].operator not in ("==", "===") or specs[0].version.endswith(".*"):
+            return None
+        try:
+            return Version(specs[0].version)
+        except InvalidVersion:
+            raise InvalidRequirement(
+                f"{self.text!r} ({self.source}): {specs[0].version!r} is not a valid version"
+            ) from None
+
+    def marker_applies(self) -> bool:
+        marker = self.requirement.marker
+        if marker is None:
+            return True
+        try:
+            return marker.evaluate({"extra": ""})
+        except (UndefinedComparison, UndefinedEnvironmentName) as error:
+            raise InvalidRequirement(f"{self.text!r} ({self.source}): marker cannot be evaluated: {error}") from None
+
+
+def parse_spec(spec: str, source: str = "command line", hashes: Iterable[str] = ()) -> Requested:
+    """Parse one spec; a clear :class:`InvalidRequirement` for anything that is not ``name[extras] spec; marker``."""
+    shown = spec if len(spec) <= 80 else spec[:77] + "..."
+    where = f"{shown!r} ({source})"
+    if not spec.strip():
+        raise InvalidRequirement(f"empty requirement ({source})")
+    if len(spec) > _MAX_SPEC:
+        raise InvalidRequirement(f"{where}: requirement is longer than {_MAX_SPEC} characters")
+    if spec.lstrip().startswith("-"):
+        raise InvalidRequirement(f"{where}: looks like an option, not a requirement (options are not accepted here)")
+    if any(ord(ch) < 32 for ch in spec):
+        raise InvalidRequirement(f"{where}: contains control characters")
+    if "://" in spec or spec.lstrip().startswith(("git+", "hg+", "svn+", "bzr+")):
+        raise InvalidRequirement(f"{where}: direct URL and VCS requirements are not supported; name a version")
+    stripped = spec.strip()
+    if stripped.startswith((".", "/", "~")) or os.sep in stripped.split(";")[0] or "\\" in stripped:
+        raise InvalidRequirement(f"{where}: local paths are not supported; name a project and version")
+    try:
+        requirement = Requirement(stripped)
+    except _PackagingInvalid as error:
+        message = str(error).splitlines()[0]
+        raise InvalidRequirement(f"{where}: not a valid requirement: {message}") from None
+    if requirement.url:
+        raise InvalidRequirement(f"{where}: direct URL requirements are not supported; name a version")
+    if requirement.name.lower().endswith(_ARCHIVE_SUFFIXES):
+        raise InvalidRequirement(f"{where}: local archives are not supported; name a project and version")
+    for value in hashes:
+        if not _HASH.match(value):
+            raise InvalidRequirement(f"{where}: --hash {value!r} is not algorithm:hexdigest")
+    requested = Requested(requirement, tuple(hashes), source)
+    requested.pinned_version()  # validates an ===X version early
+    return requested
+
+
+def read_requirements_file(path: str, _seen: tuple[str, ...] = ()) -> list[Requested]:
+    """Read a pip-style requirements file: comments, blank lines, ``\\`` continuations, ``-r``, ``--hash``."""
+    real = os.path.realpath(path)
+    if real in _seen:
+        raise RequirementsFileError(f"{path}: requirements files include each other in a loop")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise RequirementsFileError(f"{path}: requirements file not found") from None
+    except IsADirectoryError:
+        raise RequirementsFileError(f"{path}: is a directory, not a requirements file") from None
+    except UnicodeDecodeError:
+        raise RequirementsFileError(f"{path}: requirements file is not UTF-8 text") from None
+    except OSError as error:
+        raise RequirementsFileError(f"{path}: cannot read requirements file: {error.strerror}") from None
+    found: list[Requested] = []
+    for number, line in _logical_lines(text):
+        source = f"{path}:{number}"
+        words = line.split()
+        head = words[0]
+        if head in ("-r", "--requirement") or head.startswith(("--requirement=", "-r")):
+            nested = _option_value(words, head, ("-r", "--requirement"), source)
+            nested_path = nested if os.path.isabs(nested) else os.path.join(os.path.dirname(path), nested)
+            found.extend(read_requirements_file(nested_path, (*_seen, real)))
+            continue
+        if head.startswith("-"):
+            raise RequirementsFileError(
+                f"{source}: option line {head.split('=')[0]!r} is not supported in requirements files "
+                "(only -r and --hash); pass index options on the command line"
+            )
+        spec, hashes = _split_hashes(line, source)
+        found.append(parse_spec(spec, source, hashes))
+    return found
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    # pip's order: join continuations, then drop comments (a '#' at the start or after whitespace).
+    pending: list[str] = []
+    start = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not pending:
+            start = number
+        if raw.endswith("\\"):
+            pending.append(raw[:-1])
+            continue
+        pending.append(raw)
+        joined = re.sub(r"(^|\s)#.*$", "", "".join(pending)).strip()
+        pending = []
+        if joined:
+            yield start, joined
+    if pending:
+        joined = re.sub(r"(^|\s)#.*$", "", "".join(pending)).strip()
+        if joined:
+            yield start, joined
+
+
+def _option_value(words: list[str], head: str, names: tuple[str, ...], source: str) -> str:
+    for name in names:
+        if head == name:
+            if len(words) != 2:
+                raise RequirementsFileError(f"{source}: {name} takes exactly one file name")
+            return words[1]
+    value = head.split("=", 1)[1] if head.startswith("--") else head[2:]
+    if len(words) != 1 or not value:
+        raise RequirementsFileError(f"{source}: {head!r} takes exactly one file name")
+    return value
+
+
+def _split_hashes(line: str, source: str) -> tuple[str, list[str]]:
+    # Everything from the first " --" on is options; only --hash is allowed there.
+    match = re.search(r"\s--?[a-zA-Z]", line)
+    if match is None:
+        return line, []
+    spec, rest = line[: match.start()], line[match.start() :].split()
+    hashes: list[str] = []
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        if word.startswith("--hash="):
+            hashes.append(word.removeprefix("--hash="))
+        elif word == "--hash" and index + 1 < len(rest):
+            index += 1
+            hashes.append(rest[index])
+        else:
+            raise RequirementsFileError(
+                f"{source}: option {word.split('=')[0]!r} is not supported after a requirement (only --hash)"
+            )
+        index += 1
+    return spec, hashes
+
+
+def collect(specs: Iterable[str], files: Iterable[str]) -> list[Requested]:
+    """Everything asked for on a command line: the specs, then each file's requirements, in order."""
+    found = [parse_spec(spec) for spec in specs]
+    for path in files:
+        found.extend(read_requirements_file(path))
+    return found
