@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from indexserver import IndexServer  # noqa: E402
+from wheels import make_broken_wheel, make_wheel  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Small real wheels: several versions, a dependency chain, an extra, a slow one and a broken one."""
+    directory = tmp_path_factory.mktemp("wheels")
+    for version in ("1.0", "1.1", "2.0"):
+        make_wheel(directory, "adaptor-a", version)
+    make_wheel(directory, "adaptor-b", "1.0", requires=("dep-c>=1.0",))
+    make_wheel(directory, "dep-c", "1.0")
+    make_wheel(directory, "adaptor-x", "1.0", extras={"fast": ("dep-c>=1.0",)})
+    make_wheel(directory, "slow-pkg", "1.0", payload=4096)
+    make_wheel(directory, "needs-missing", "1.0", requires=("not-on-the-index>=1",))
+    make_broken_wheel(directory, "broken-pkg", "1.0")
+    for letter in "defgh":
+        make_wheel(directory, f"adaptor-{letter}", "1.0")
+    return directory
+
+
+@pytest.fixture
+def index(wheel_dir: Path) -> Iterator[IndexServer]:
+    """A real HTTP package server on 127.0.0.1 serving the wheels as a find-links page."""
+    server = IndexServer(wheel_dir).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return tmp_path / "repo"

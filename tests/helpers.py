@@ -1,0 +1,89 @@
+"""Running repoinstall as real processes, with pip isolated from this machine's configuration."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def isolated_env(**extra: str) -> dict[str, str]:
+    """The environment minus every PIP_* setting, with pip's config files switched off (and no pip cache, so
+    the test server sees every download)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "REPOINSTALL_"))}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+def cli(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "repoinstall", *map(str, args)]
+
+
+def run(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 180,
+        cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cli(*args), env=env or isolated_env(), capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def start(*args: str | Path, env: dict[str, str] | None = None,
+          prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    """A "pod": its own process group, so a test can SIGKILL or SIGSTOP it together with its pip."""
+    return subprocess.Popen([*prefix, *cli(*args)], env=env or isolated_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            stdin=subprocess.DEVNULL)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 180) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def signal_group(proc: subprocess.Popen[str], sig: signal.Signals) -> None:
+    os.killpg(proc.pid, sig)
+
+
+def ensure_args(repo: Path, index_url: str, *specs: str, fast: bool = True) -> list[str]:
+    args = ["ensure", *specs, "--repo", str(repo), "--no-index", "--find-links", index_url, "--json"]
+    if fast:
+        args += ["--stale-after", "2", "--heartbeat", "0.4"]
+    return args
+
+
+def document(stdout: str) -> dict[str, Any]:
+    return json.loads(stdout)
+
+
+def actions(stdout: str) -> list[str]:
+    return [p["action"] for p in document(stdout)["packages"]]
+
+
+def import_version(tree: str | Path, module: str) -> str:
+    done = subprocess.run([sys.executable, "-c", f"import {module}; print({module}.VERSION)"],
+                          env={**isolated_env(), "PYTHONPATH": str(tree)}, capture_output=True, text=True,
+                          timeout=60, check=True)
+    return done.stdout.strip()
+
+
+def wait_until(predicate: Any, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def snapshot(repo: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``repo`` with (size, mtime_ns): to prove a run changed nothing."""
+    found = {}
+    if repo.exists():
+        for path in sorted(repo.rglob("*")):
+            st = path.lstat()
+            found[str(path.relative_to(repo))] = (st.st_size, st.st_mtime_ns)
+    return found

@@ -1,0 +1,53 @@
+"""Build small real wheels for tests: METADATA, WHEEL, RECORD with real hashes, a module that knows its version."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from pathlib import Path
+
+
+def _hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def make_wheel(
+    directory: Path,
+    name: str,
+    version: str,
+    *,
+    requires: tuple[str, ...] = (),
+    extras: dict[str, tuple[str, ...]] | None = None,
+    payload: int = 0,
+) -> Path:
+    """Write ``{name}-{version}-py3-none-any.whl`` with module ``{name}`` (dashes as underscores)."""
+    module = name.replace("-", "_")
+    dist_info = f"{module}-{version}.dist-info"
+    metadata = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    metadata += [f"Requires-Dist: {r}" for r in requires]
+    for extra, reqs in (extras or {}).items():
+        metadata.append(f"Provides-Extra: {extra}")
+        metadata += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
+    files = {
+        f"{module}/__init__.py": f'VERSION = "{version}"\nNAME = "{name}"\n'.encode(),
+        f"{dist_info}/METADATA": ("\n".join(metadata) + "\n\n").encode(),
+        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    if payload:
+        files[f"{module}/payload.bin"] = bytes(range(256)) * (payload // 256 + 1)
+    record = "".join(f"{path},{_hash(data)},{len(data)}\n" for path, data in files.items())
+    record += f"{dist_info}/RECORD,,\n"
+    files[f"{dist_info}/RECORD"] = record.encode()
+    path = directory / f"{module}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member, data in files.items():
+            archive.writestr(member, data)
+    return path
+
+
+def make_broken_wheel(directory: Path, name: str, version: str) -> Path:
+    """A file with a wheel's name that is not a zip archive."""
+    path = directory / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+    path.write_bytes(b"this is not a zip archive\n" * 10)
+    return path
