@@ -140,7 +140,7 @@ def ensure(
     ] = None,
 ) -> None:
     """Install what is missing (once, cluster-wide) and print where each tree is."""
-    _setup_logging(quiet or as_json, verbose)
+    _setup_logging(quiet, verbose)
     from ._requirements import collect
 
     try:

@@ -1,0 +1,132 @@
+"""Many processes at once, killed and paused ones among them: each tree installed once, never half-visible."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+
+from helpers import (
+    actions,
+    document,
+    ensure_args,
+    finish,
+    import_version,
+    isolated_env,
+    signal_group,
+    start,
+    wait_until,
+)
+from indexserver import IndexServer
+
+from repoinstall import InstallOptions, Repo
+
+
+def test_eight_processes_one_package_one_pip_run(repo: Path, index: IndexServer) -> None:
+    index.delays["adaptor_a-1.0"] = 1.0  # keep the first install running while the others arrive
+    pods = [start(*ensure_args(repo, index.url, "adaptor-a==1.0")) for _ in range(8)]
+    outcomes = [finish(pod) for pod in pods]
+    assert all(code == 0 for code, _, _ in outcomes), [err for _, _, err in outcomes]
+    seen = sorted(actions(out)[0] for _, out, _ in outcomes)
+    assert seen.count("installed") == 1
+    assert set(seen) <= {"installed", "waited", "present"}
+    assert index.downloads("adaptor_a-1.0") == 1
+    path = document(outcomes[0][1])["packages"][0]["path"]
+    assert import_version(path, "adaptor_a") == "1.0"
+
+
+def test_two_packages_from_two_processes_both_survive(repo: Path, index: IndexServer) -> None:
+    index.delays["adaptor_"] = 0.5
+    pods = [start(*ensure_args(repo, index.url, spec)) for spec in ("adaptor-a==1.0", "adaptor-b==1.0")] * 1
+    pods += [start(*ensure_args(repo, index.url, spec)) for spec in ("adaptor-b==1.0", "adaptor-a==1.0")]
+    assert all(finish(pod)[0] == 0 for pod in pods)
+    records = sorted(p.relative_to(repo / "records").parts[1:] for p in (repo / "records").rglob("*.json"))
+    assert records == [("adaptor-a", "1.0.json"), ("adaptor-b", "1.0.json")]
+    assert index.downloads("adaptor_a") == 1 and index.downloads("adaptor_b") == 1
+
+
+def test_sigkilled_holder_is_taken_over_after_the_stale_threshold(repo: Path, index: IndexServer) -> None:
+    index.delays["slow_pkg"] = 3.0
+    holder = start(*ensure_args(repo, index.url, "slow-pkg==1.0"))
+    index.wait_for_download("slow_pkg")  # the holder's pip is mid-download
+    waiter = start(*ensure_args(repo, index.url, "slow-pkg==1.0"), "-v")
+    wait_until(lambda: any((repo / "locks").rglob("*.owner")), what="owner note")
+    signal_group(holder, signal.SIGKILL)  # the holder and its pip, like a pod killed mid-install
+    holder.wait()
+    code, out, err = finish(waiter)
+    assert code == 0, err
+    assert actions(out) == ["installed"]
+    assert f"pid {holder.pid}" in err, err  # it said who it waited for
+    path = document(out)["packages"][0]["path"]
+    assert import_version(path, "slow_pkg") == "1.0"
+    assert index.downloads("slow_pkg") == 2
+    # The dead holder's staging dir is left for gc and breaks nothing.
+    assert any(p.name.endswith(f".{holder.pid}." + p.name.rsplit(".", 1)[1]) for p in
+               (repo / "staging").rglob(f"*.{holder.pid}.*"))
+
+
+def test_paused_holder_resumes_and_keeps_the_peers_tree(repo: Path, index: IndexServer) -> None:
+    index.delays["slow_pkg"] = 3.0
+    first = start(*ensure_args(repo, index.url, "slow-pkg==1.0"))
+    index.wait_for_download("slow_pkg")
+    signal_group(first, signal.SIGSTOP)  # the pod freezes with the lock, past its lease
+    second = start(*ensure_args(repo, index.url, "slow-pkg==1.0"))
+    code, out, err = finish(second)
+    assert code == 0, err
+    assert actions(out) == ["installed"]
+    tree = Path(document(out)["packages"][0]["path"])
+    record = next((repo / "records").rglob("1.0.json"))
+    before = (tree.stat().st_ino, record.read_bytes(), sorted(p.name for p in tree.rglob("*")))
+    signal_group(first, signal.SIGCONT)
+    code, out, err = finish(first)
+    assert code == 0, err
+    assert actions(out) == ["waited"]
+    assert "lost the lock" in err or "published it first" in err, err
+    assert (tree.stat().st_ino, record.read_bytes(), sorted(p.name for p in tree.rglob("*"))) == before
+    assert import_version(tree, "slow_pkg") == "1.0"
+
+
+def test_two_racing_no_lock_runs_leave_one_valid_tree(repo: Path, index: IndexServer) -> None:
+    index.delays["adaptor_a-1.0"] = 0.5
+    pods = [start(*ensure_args(repo, index.url, "adaptor-a==1.0", "--no-lock")) for _ in range(2)]
+    outcomes = [finish(pod) for pod in pods]
+    assert all(code == 0 for code, _, _ in outcomes), outcomes
+    assert not (repo / "locks").exists()
+    assert index.downloads("adaptor_a-1.0") == 2  # both did the work: --no-lock only wastes it
+    assert sorted(actions(out)[0] for _, out, _ in outcomes) == ["installed", "waited"]
+    tree = Path(document(outcomes[0][1])["packages"][0]["path"])
+    assert [p.name for p in tree.parent.iterdir()] == ["1.0"]
+    assert import_version(tree, "adaptor_a") == "1.0"
+    record = json.loads(next((repo / "records").rglob("1.0.json")).read_text())
+    assert record["version"] == "1.0"
+
+
+def test_threads_share_one_install_and_different_trees_run_in_parallel(repo: Path, index: IndexServer,
+                                                                      monkeypatch: object) -> None:
+    import os
+
+    for key in [k for k in os.environ if k.startswith("PIP_")]:
+        monkeypatch.delenv(key)  # type: ignore[attr-defined]
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # type: ignore[attr-defined]
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")  # type: ignore[attr-defined]
+    index.delays["adaptor_"] = 1.0
+    options = InstallOptions(find_links=(index.url,), no_index=True)
+    events = []
+    with Repo(repo, install=options, on_event=events.append, stale_after=2, heartbeat=0.4, jobs=4) as store:
+        results: list[object] = []
+        threads = [threading.Thread(target=lambda: results.append(store.ensure("adaptor-a==1.0")))
+                   for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(r.action for r in results) == ["installed"] + ["waited"] * 5  # type: ignore[attr-defined]
+        assert index.downloads("adaptor_a-1.0") == 1
+        both = store.ensure_all(["adaptor-d==1.0", "adaptor-e==1.0"])
+    assert [r.action for r in both] == ["installed", "installed"]  # type: ignore[union-attr]
+    starts = {e.tree: i for i, e in enumerate(events) if e.kind == "start"}
+    dones = {e.tree: i for i, e in enumerate(events) if e.kind == "done"}
+    # Parallel: the second install started before the first one finished.
+    assert starts["adaptor-e==1.0"] < dones["adaptor-d==1.0"] and starts["adaptor-d==1.0"] < dones["adaptor-e==1.0"]
+    assert isolated_env  # the API honours the process environment; this test set it up by hand
