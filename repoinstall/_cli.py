@@ -21,7 +21,6 @@ Exit codes: 0 ok; 1 install failed (pip error, disk full, not installed);
 
 app = typer.Typer(
     help="Install Python packages once into a repo directory shared by many pods.\n\n" + EXIT_CODES,
-    epilog=EXIT_CODES,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -261,4 +260,21 @@ def list_(repo: RepoOpt = None, as_json: JsonOpt = False) -> None:
 
 
 def main() -> None:
-    app(prog_name="repoinstall")
+    """Entry point: usage errors are one line and exit 2, like every other bad input."""
+    from typer.exceptions import Abort, TyperException
+
+    try:
+        code = app(prog_name="repoinstall", standalone_mode=False)
+    except Abort:
+        typer.echo("repoinstall: interrupted", err=True)
+        sys.exit(130)
+    except TyperException as error:
+        message = error.format_message() if hasattr(error, "format_message") else str(error)
+        if type(error).__name__ == "NoArgsIsHelpError":
+            typer.echo(message)
+            sys.exit(0)
+        context = getattr(error, "ctx", None)
+        where = f" (see {context.command_path} --help)" if context is not None else ""
+        typer.echo(f"repoinstall: error: {message}{where}", err=True)
+        sys.exit(getattr(error, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)

@@ -24,6 +24,7 @@ def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     make_wheel(directory, "slow-pkg", "1.0", payload=4096)
     make_wheel(directory, "needs-missing", "1.0", requires=("not-on-the-index>=1",))
     make_broken_wheel(directory, "broken-pkg", "1.0")
+    make_wheel(directory, "big-pkg", "1.0", payload=3 << 20, incompressible=True)
     for letter in "defgh":
         make_wheel(directory, f"adaptor-{letter}", "1.0")
     return directory

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import random
 import zipfile
 from pathlib import Path
 
@@ -20,6 +21,7 @@ def make_wheel(
     requires: tuple[str, ...] = (),
     extras: dict[str, tuple[str, ...]] | None = None,
     payload: int = 0,
+    incompressible: bool = False,
 ) -> Path:
     """Write ``{name}-{version}-py3-none-any.whl`` with module ``{name}`` (dashes as underscores)."""
     module = name.replace("-", "_")
@@ -35,7 +37,9 @@ def make_wheel(
         f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     if payload:
-        files[f"{module}/payload.bin"] = bytes(range(256)) * (payload // 256 + 1)
+        # Seeded, so the wheel (and its hash) is the same in every run.
+        data = random.Random(name).randbytes(payload) if incompressible else bytes(range(256)) * (payload // 256 + 1)
+        files[f"{module}/payload.bin"] = data
     record = "".join(f"{path},{_hash(data)},{len(data)}\n" for path, data in files.items())
     record += f"{dist_info}/RECORD,,\n"
     files[f"{dist_info}/RECORD"] = record.encode()

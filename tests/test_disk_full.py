@@ -1,0 +1,43 @@
+"""A repo on a nearly full filesystem: a clear error, exit 1, nothing half-visible, earlier trees intact."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import actions, document, ensure_args, import_version, run
+from indexserver import IndexServer
+
+
+@pytest.fixture
+def tiny_repo(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("needs root to mount a tmpfs")
+    mountpoint = tmp_path / "tiny"
+    mountpoint.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mountpoint)], check=True)
+    try:
+        yield mountpoint / "repo"
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+
+
+def test_disk_full_fails_cleanly(tiny_repo: Path, index: IndexServer) -> None:
+    small = run(*ensure_args(tiny_repo, index.url, "adaptor-a==1.0"))
+    assert small.returncode == 0, small.stderr
+    kept = document(small.stdout)["packages"][0]["path"]
+
+    full = run(*ensure_args(tiny_repo, index.url, "big-pkg==1.0"))
+    assert full.returncode == 1, full.stderr
+    assert "filesystem is full" in full.stderr and "Traceback" not in full.stderr
+    env = document(small.stdout)["env"]
+    assert not (tiny_repo / "trees" / env / "big-pkg" / "1.0").exists()
+    assert not list((tiny_repo / "records").rglob("big-pkg*"))
+    assert not any((tiny_repo / "staging" / env).iterdir()), "staging was not cleaned"
+    assert import_version(kept, "adaptor_a") == "1.0"
+    again = run(*ensure_args(tiny_repo, index.url, "adaptor-a==1.0"))
+    assert actions(again.stdout) == ["present"]

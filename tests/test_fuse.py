@@ -1,0 +1,100 @@
+"""Lock takeover on a filesystem that refuses rename flags like NFS and CephFS, across two client mounts."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import actions, document, ensure_args, finish, import_version, signal_group, start, wait_until
+from indexserver import IndexServer
+
+HERE = Path(__file__).parent
+REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"  # CI sets it: there a skip would be a failure
+
+
+def _fuse_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount") or not shutil.which("unshare"):
+        return "needs /dev/fuse, fusermount and unshare"
+    try:
+        import fuse  # noqa: F401
+    except (ImportError, OSError) as error:
+        return f"needs fusepy and libfuse2: {error}"
+    return None
+
+
+@pytest.fixture
+def two_clients(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """Two FUSE mounts of one backing directory: two "hosts" sharing a volume."""
+    if (reason := _fuse_missing()) is not None:
+        if REQUIRED:
+            pytest.fail(f"FUSE tests are required here but cannot run: {reason}")
+        pytest.skip(reason)
+    backing = tmp_path / "backing"
+    backing.mkdir()
+    mounts = [tmp_path / "client-a", tmp_path / "client-b"]
+    servers = []
+    for mount in mounts:
+        mount.mkdir()
+        servers.append(subprocess.Popen([sys.executable, str(HERE / "fusefs.py"), str(backing), str(mount)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    try:
+        for mount, server in zip(mounts, servers, strict=True):
+            wait_until(lambda m=mount, s=server: os.path.ismount(m) or s.poll() is not None, what=f"mount {mount}")
+            assert os.path.ismount(mount), server.stderr.read() if server.stderr else ""
+        yield mounts[0], mounts[1]
+    finally:
+        for mount in mounts:
+            subprocess.run(["fusermount", "-u", "-z", str(mount)], capture_output=True, check=False)
+        for server in servers:
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+
+def _as_pod(hostname: str) -> tuple[str, ...]:
+    # Its own UTS namespace: the pod has its own hostname, as in Kubernetes.
+    return ("unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname)
+
+
+def test_mount_refuses_rename_flags_like_nfs(two_clients: tuple[Path, Path]) -> None:
+    a, _ = two_clients
+    (a / "x").mkdir()
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.renameat2(-100, bytes(a / "x"), -100, bytes(a / "y"), 1) == -1  # RENAME_NOREPLACE
+    assert ctypes.get_errno() == errno.EINVAL
+
+
+def test_sigkilled_holder_on_one_client_is_taken_over_from_another(two_clients: tuple[Path, Path],
+                                                                   index: IndexServer) -> None:
+    client_a, client_b = two_clients
+    index.delays["slow_pkg"] = 3.0
+    holder = start(*ensure_args(client_a / "repo", index.url, "slow-pkg==1.0"), prefix=_as_pod("pod-a"))
+    index.wait_for_download("slow_pkg")
+    waiter = start(*ensure_args(client_b / "repo", index.url, "slow-pkg==1.0"), prefix=_as_pod("pod-b"))
+    time.sleep(1.5)  # the waiter has found the lock taken
+    signal_group(holder, signal.SIGKILL)
+    holder.wait()
+    code, out, err = finish(waiter)
+    assert code == 0, err
+    assert actions(out) == ["installed"]
+    assert "held by pod-a" in err, err
+    tree = Path(document(out)["packages"][0]["path"])
+    assert import_version(tree, "slow_pkg") == "1.0"
+    # The other client sees the same, whole tree.
+    seen_from_a = client_a / tree.relative_to(client_b)
+    assert import_version(seen_from_a, "slow_pkg") == "1.0"
+    assert index.downloads("slow_pkg") == 2
+    record = next((client_a / "repo" / "records").rglob("1.0.json")).read_text()
+    assert '"host": "pod-b"' in record
