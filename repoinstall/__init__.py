@@ -16,7 +16,7 @@ from ._errors import (
     RepoUnusable,
     RequirementsFileError,
 )
-from ._pip import InstallOptions
+from ._options import InstallOptions, LockSettings
 from ._repo import EnsureResult, Event, Repo
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "InstallOptions",
     "InvalidInput",
     "InvalidRequirement",
+    "LockSettings",
     "LockTimeout",
     "NotInstalled",
     "NotPinned",

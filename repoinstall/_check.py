@@ -10,9 +10,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import _fs, _manifest
-from ._dists import dist_info_name, parse_metadata
 from ._identity import TreeId
-from ._layout import Layout
+from ._layout import TREES, Layout
+from ._metadata import dist_info_name, parse_metadata
 
 
 class State(enum.Enum):
@@ -40,33 +40,36 @@ def _names(data: bytes | None, tid: TreeId) -> bool:
 
 
 def check(layout: Layout, tid: TreeId) -> Status:
-    """Installed means BOTH a manifest record of the tree AND the tree's METADATA naming that project and version."""
-    root = layout.root_fd()
-    if root is None:
+    """Installed means BOTH a manifest record of the tree AND the tree's METADATA naming that project and version.
+
+    About five small opens, none of them below a symlink, whatever the size of the repo.
+    """
+    trees = layout.env_fd(TREES, tid.env)
+    if trees is None:
         return Status(State.MISSING)
     record = _manifest.read(layout, tid)
-    tree = _fs.open_dir(root, (*layout.tree_dir(tid), tid.leaf))
+    tree = _fs.open_dir(trees, (tid.name, tid.leaf))
     if tree is None:
         # Nothing usable at the path; if a symlink or file is planted there, the install step renames it aside.
-        present = _exists(root, layout, tid)
+        present = _exists(trees, tid)
         return Status(State.BROKEN if present else State.MISSING, record)
     try:
-        if record is not None and _names(_fs.read_file(tree, (record.dist_info, "METADATA")), tid):
+        # One open for "<dist-info>/METADATA": what lies inside the tree is the tree's own content.
+        if record is not None and _names(_fs.read_file(tree, (f"{record.dist_info}/METADATA",)), tid):
             return Status(State.PRESENT, record, record.dist_info)
         # No (usable) record: find the project's own dist-info, by today's naming or by scanning the tree.
-        guess = dist_info_name(tid.name, str(tid.version))
-        if _names(_fs.read_file(tree, (guess, "METADATA")), tid):
-            return Status(State.UNRECORDED, record, guess)
-        for entry in os.listdir(tree):
-            if entry.endswith(".dist-info") and _names(_fs.read_file(tree, (entry, "METADATA")), tid):
+        guess = dist_info_name(tid.name, tid.version_text)
+        candidates = [guess] + [e for e in os.listdir(tree) if e.endswith(".dist-info") and e != guess]
+        for entry in candidates:
+            if _names(_fs.read_file(tree, (entry, "METADATA")), tid):
                 return Status(State.UNRECORDED, record, entry)
         return Status(State.BROKEN, record)
     finally:
         os.close(tree)
 
 
-def _exists(root: int, layout: Layout, tid: TreeId) -> bool:
-    parent = _fs.open_dir(root, layout.tree_dir(tid))
+def _exists(trees: int, tid: TreeId) -> bool:
+    parent = _fs.open_dir(trees, (tid.name,))
     if parent is None:
         return False
     try:

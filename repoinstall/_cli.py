@@ -153,7 +153,7 @@ def ensure(
             _fail(f"{path}: constraints file not found", 2)
     if install_timeout <= 0:
         _fail(f"--install-timeout must be positive, got {install_timeout}", 2)
-    from ._pip import InstallOptions
+    from ._options import InstallOptions
 
     options = InstallOptions(
         index_url,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Sequence
 
@@ -47,22 +46,24 @@ def open_dir(dir_fd: int, parts: Sequence[str]) -> int | None:
 
 def read_file(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22) -> bytes | None:
     """Read the regular file ``parts`` below ``dir_fd``; ``None`` if it is missing, a symlink or not a file."""
-    parent = open_dir(dir_fd, parts[:-1]) if len(parts) > 1 else os.dup(dir_fd)
+    parent = dir_fd if len(parts) == 1 else open_dir(dir_fd, parts[:-1])
     if parent is None:
         return None
     try:
-        try:
-            fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=parent)
-        except OSError as error:
-            if error.errno in _ABSENT or error.errno == errno.ENXIO:
-                return None
-            raise
-    finally:
-        os.close(parent)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=parent)
+    except OSError as error:
+        if error.errno in _ABSENT or error.errno == errno.ENXIO:
             return None
-        return os.read(fd, limit)
+        raise
+    finally:
+        if parent != dir_fd:
+            os.close(parent)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        # Sized from fstat: os.read allocates its whole buffer, so a generous fixed size costs microseconds.
+        return os.read(fd, min(info.st_size + 1, limit)) if info.st_size < limit else None
     finally:
         os.close(fd)
 
@@ -91,7 +92,7 @@ def make_dirs(dir_fd: int, parts: Sequence[str], where: str) -> int:
 
 def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
     """Write ``name`` in ``dir_fd`` through a temporary file and one rename, so readers see all of it or none."""
-    tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+    tmp = f".{name}.{os.urandom(6).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd)
     try:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from packaging.version import Version
 
@@ -38,29 +38,28 @@ class TreeId:
     name: str
     version: Version
     extras: tuple[str, ...] = ()
+    #: The tree's own directory name: the version, with the extras when there are any.
+    leaf: str = field(init=False, compare=False, repr=False)
+    #: The exact requirement that builds this tree.
+    pin: str = field(init=False, compare=False, repr=False)
+    version_text: str = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        # Computed once: Version.__str__ is slow enough to show on the warm path.
+        version = str(self.version)
+        extras = f"[{','.join(self.extras)}]" if self.extras else ""
+        object.__setattr__(self, "version_text", version)
+        object.__setattr__(self, "leaf", version + extras)
+        object.__setattr__(self, "pin", f"{self.name}{extras}=={version}")
         if not _ENV_SAFE.match(self.env) or self.env in (".", ".."):
             raise InvalidRequirement(f"environment tag {self.env!r} is not usable as a directory name")
         if not _CANONICAL.match(self.name):
             raise InvalidRequirement(f"project name {self.name!r} is not a canonical name")
-        if not _VERSION_SAFE.match(str(self.version)):
+        if not _VERSION_SAFE.match(version):
             raise InvalidRequirement(f"version {self.version!s} is not usable as a directory name")
         for extra in self.extras:
             if not _CANONICAL.match(extra):
                 raise InvalidRequirement(f"extra {extra!r} is not a canonical name")
-
-    @property
-    def leaf(self) -> str:
-        """The tree's own directory name: the version, with the extras when there are any."""
-        version = str(self.version)
-        return f"{version}[{','.join(self.extras)}]" if self.extras else version
-
-    @property
-    def pin(self) -> str:
-        """The exact requirement that builds this tree."""
-        extras = f"[{','.join(self.extras)}]" if self.extras else ""
-        return f"{self.name}{extras}=={self.version}"
 
     def __str__(self) -> str:
         return self.pin

@@ -15,7 +15,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 
+from . import _fs
 from ._errors import RepoUnusable
 from ._identity import TreeId
 
@@ -48,6 +50,8 @@ class Layout:
             raise RepoUnusable(f"repo {path}: exists and is not a directory")
         self.root = path
         self._fd: int | None = None
+        self._env_fds: dict[tuple[str, str], int] = {}
+        self._guard = threading.Lock()
 
     def root_fd(self, *, create: bool = False) -> int | None:
         """The root's descriptor, or ``None`` if the repo does not exist yet and ``create`` is false."""
@@ -77,7 +81,24 @@ class Layout:
             raise RepoUnusable(f"repo {self.root} is not writable by uid {os.getuid()}")
         return fd
 
+    def env_fd(self, kind: str, env: str) -> int | None:
+        """The open ``<kind>/<env>`` directory (trees or records), cached once it exists: they are never removed,
+        so the warm check opens only what is below them."""
+        fd = self._env_fds.get((kind, env))
+        if fd is not None:
+            return fd
+        root = self.root_fd()
+        if root is None:
+            return None
+        with self._guard:
+            if (fd := self._env_fds.get((kind, env))) is None and (fd := _fs.open_dir(root, (kind, env))) is not None:
+                self._env_fds[(kind, env)] = fd
+        return fd
+
     def close(self) -> None:
+        for fd in self._env_fds.values():
+            os.close(fd)
+        self._env_fds.clear()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -15,42 +15,19 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
-import socket
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import _fs
 from ._errors import LockTimeout
+from ._options import LockSettings
 
 log = logging.getLogger("repoinstall")
 
 #: How long one acquire attempt blocks before we look at who holds the lock and at our own deadline.
 _SLICE = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class LockSettings:
-    """Defaults fit NFS attribute caching: a peer may see a heartbeat only seconds after it was written."""
-
-    stale_after: float = 120.0
-    heartbeat: float = 20.0
-    wait_timeout: float = 1800.0
-    enabled: bool = True
-
-    def validate(self) -> str | None:
-        """A one-line reason these settings cannot work, or ``None``."""
-        for label, value in (("stale-after", self.stale_after), ("heartbeat", self.heartbeat)):
-            if not math.isfinite(value) or value <= 0:
-                return f"--{label} must be a positive number of seconds, got {value}"
-        if not math.isfinite(self.wait_timeout) or self.wait_timeout < 0:
-            return f"--wait-timeout must be zero or a positive number of seconds, got {self.wait_timeout}"
-        if self.heartbeat >= self.stale_after:
-            return f"--heartbeat ({self.heartbeat}s) must be shorter than --stale-after ({self.stale_after}s)"
-        return None
 
 
 class TreeLock(Protocol):
@@ -134,7 +111,7 @@ class FileTreeLock:
                         f"gave up after {self._settings.wait_timeout:g}s waiting for {self.path}: {self.holder()}"
                     ) from None
         try:
-            note = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
+            note = {"host": os.uname().nodename, "pid": os.getpid(), "since": time.time()}
             _fs.write_atomic(self._dir_fd, self._owner_name, json.dumps(note).encode())
         except OSError:
             pass  # the note is only for humans; the lock itself is held

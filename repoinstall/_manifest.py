@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _fs
-from ._dists import Dist
 from ._identity import TreeId
 from ._layout import RECORD_SUFFIX, RECORDS, Layout
+
+if TYPE_CHECKING:
+    from ._dists import Dist
 
 FORMAT = 1
 
@@ -35,7 +36,7 @@ class Record:
     format: int = FORMAT
 
     def to_json(self) -> bytes:
-        return (json.dumps(asdict(self), indent=1, sort_keys=True) + "\n").encode("utf-8")
+        return (json.dumps(asdict(self), sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
 
     @classmethod
     def new(
@@ -44,14 +45,14 @@ class Record:
         return cls(
             requirement=requirement,
             name=tid.name,
-            version=str(tid.version),
+            version=tid.version_text,
             extras=tid.extras,
             env=tid.env,
             dist_info=dist_info,
             installer=installer,
             installer_version=installer_version,
             installed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            host=socket.gethostname(),
+            host=os.uname().nodename,
             dists=tuple({"name": d.name, "version": d.version, "dist_info": d.dist_info} for d in dists),
         )
 
@@ -67,7 +68,7 @@ def parse(data: bytes, tid: TreeId) -> Record | None:
         record = Record(**raw)
     except (ValueError, TypeError):
         return None
-    if (record.name, record.version, record.extras, record.env) != (tid.name, str(tid.version), tid.extras, tid.env):
+    if (record.name, record.version, record.extras, record.env) != (tid.name, tid.version_text, tid.extras, tid.env):
         return None
     if "/" in record.dist_info or record.dist_info in ("", ".", "..") or not record.dist_info.endswith(".dist-info"):
         return None
@@ -75,10 +76,12 @@ def parse(data: bytes, tid: TreeId) -> Record | None:
 
 
 def read(layout: Layout, tid: TreeId) -> Record | None:
-    fd = layout.root_fd()
+    fd = layout.env_fd(RECORDS, tid.env)
     if fd is None:
         return None
-    data = _fs.read_file(fd, (*layout.record_dir(tid), tid.leaf + RECORD_SUFFIX))
+    # One open for "<name>/<leaf>.json": a record only names a dist-info, and the tree it names is opened
+    # with no symlink followed, so a planted records/ symlink can mislead nothing.
+    data = _fs.read_file(fd, (f"{tid.name}/{tid.leaf}{RECORD_SUFFIX}",))
     return None if data is None else parse(data, tid)
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from dataclasses import dataclass, field
 
 from ._errors import InstallError
+from ._options import InstallOptions
 from ._requirements import Requested
 
 #: pip settings that would send files somewhere other than --target; everything else in PIP_* and pip.conf
@@ -16,31 +15,20 @@ _DESTINATION_VARIABLES = ("PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER", "P
 _TAIL_LINES = 12
 
 
-@dataclass(frozen=True, slots=True)
-class InstallOptions:
-    """Index and resolution options passed through to the installer unchanged."""
-
-    index_url: str | None = None
-    extra_index_urls: tuple[str, ...] = ()
-    find_links: tuple[str, ...] = ()
-    no_index: bool = False
-    constraints: tuple[str, ...] = ()
-    timeout: float = 900.0
-    python: str = field(default_factory=lambda: sys.executable)
-
-    def args(self) -> list[str]:
-        args: list[str] = []
-        if self.index_url:
-            args += ["--index-url", self.index_url]
-        for url in self.extra_index_urls:
-            args += ["--extra-index-url", url]
-        for location in self.find_links:
-            args += ["--find-links", location]
-        if self.no_index:
-            args.append("--no-index")
-        for path in self.constraints:
-            args += ["--constraint", os.path.abspath(path)]
-        return args
+def options_args(options: InstallOptions) -> list[str]:
+    """The index and resolution options as pip arguments."""
+    args: list[str] = []
+    if options.index_url:
+        args += ["--index-url", options.index_url]
+    for url in options.extra_index_urls:
+        args += ["--extra-index-url", url]
+    for location in options.find_links:
+        args += ["--find-links", location]
+    if options.no_index:
+        args.append("--no-index")
+    for path in options.constraints:
+        args += ["--constraint", os.path.abspath(path)]
+    return args
 
 
 def installer_version() -> str:
@@ -64,7 +52,7 @@ def command(options: InstallOptions, target: str, requested: Requested, pin: str
         "--no-input",
         "--disable-pip-version-check",
         "--no-warn-script-location",
-        *options.args(),
+        *options_args(options),
     ]
     if not requested.hashes:
         return [*base, "--", pin]

@@ -5,8 +5,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import secrets
-import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -17,13 +15,13 @@ from ._check import State, check
 from ._errors import InstallError, InvalidInput, NotInstalled, NotPinned, RepoinstallError, RepoUnusable
 from ._identity import TreeId, environment_tag
 from ._layout import LOCKS, STAGING, TRASH, Layout, default_repo
-from ._lock import LockSettings
+from ._options import LockSettings
 from ._requirements import Requested, parse_spec
 
 if TYPE_CHECKING:
     from ._flight import SingleFlight
     from ._lock import TreeLock
-    from ._pip import InstallOptions
+    from ._options import InstallOptions
 
 log = logging.getLogger("repoinstall")
 
@@ -133,7 +131,7 @@ class Repo:
                 candidate = Version(version_text)
             except InvalidVersion:
                 continue
-            if requested.requirement.specifier.contains(candidate, prereleases=True):
+            if requested.matches(candidate):
                 candidates.append(candidate)
         for candidate in sorted(candidates, reverse=True):
             tid = TreeId(self.env, requested.name, candidate, requested.extras)
@@ -162,18 +160,30 @@ class Repo:
         """
         requested = [parse_spec(s, source="api") if isinstance(s, str) else s for s in specs]
         tids = [self.resolve(r) for r in requested]
-        if len(requested) <= 1 or self.jobs == 1:
-            outcomes = [self._capture(r, t) for r, t in zip(requested, tids, strict=True)]
+        outcomes: list[EnsureResult | RepoinstallError | None] = [None] * len(requested)
+        missing = []
+        for index, (one, tid) in enumerate(zip(requested, tids, strict=True)):
+            # The warm path stays on this thread: a pool costs more than a check of everything present.
+            if tid is None or (present := self._present(one, tid)) is None:
+                missing.append(index)
+            else:
+                outcomes[index] = present
+        if len(missing) <= 1 or self.jobs == 1:
+            for index in missing:
+                outcomes[index] = self._capture(requested[index], tids[index])
         else:
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=min(self.jobs, len(requested))) as pool:
-                outcomes = list(pool.map(self._capture, requested, tids))
+            with ThreadPoolExecutor(max_workers=min(self.jobs, len(missing))) as pool:
+                done = pool.map(self._capture, [requested[i] for i in missing], [tids[i] for i in missing])
+                for index, outcome in zip(missing, done, strict=True):
+                    outcomes[index] = outcome
+        final = [outcome for outcome in outcomes if outcome is not None]
         if not return_exceptions:
-            for outcome in outcomes:
+            for outcome in final:
                 if isinstance(outcome, RepoinstallError):
                     raise outcome
-        return outcomes
+        return final
 
     def _capture(self, requested: Requested, tid: TreeId | None) -> EnsureResult | RepoinstallError:
         try:
@@ -185,9 +195,8 @@ class Repo:
         if tid is None:
             log.info("skipped %s: its marker is false here", requested.text)
             return EnsureResult(requested.text, requested.name, None, None, "skipped")
-        # Lock-free fast path: a record and matching METADATA mean installed. No lock, no network, no process.
-        if check(self._layout, tid).state is State.PRESENT:
-            return self._result(requested, tid, "present", _Timing())
+        if (present := self._present(requested, tid)) is not None:
+            return present
         if self._flights is None:
             from ._flight import SingleFlight
 
@@ -196,11 +205,17 @@ class Repo:
         (action, timing), shared = self._flights.run(tid, lambda: self._install(requested, tid))
         return self._result(requested, tid, "waited" if shared else action, timing)
 
+    def _present(self, requested: Requested, tid: TreeId) -> EnsureResult | None:
+        # Lock-free fast path: a record and matching METADATA mean installed. No lock, no network, no process.
+        if check(self._layout, tid).state is State.PRESENT:
+            return self._result(requested, tid, "present", _Timing())
+        return None
+
     def _result(self, requested: Requested, tid: TreeId, action: Action, timing: _Timing) -> EnsureResult:
         return EnsureResult(
             requested.text,
             tid.name,
-            str(tid.version),
+            tid.version_text,
             self._layout.tree_path(tid),
             action,
             tid.extras,
@@ -275,7 +290,7 @@ class Repo:
         """Move a broken tree out of the way: record first, so nobody sees record + broken tree; then rename."""
         _manifest.remove(self._layout, tid)
         trash = _fs.make_dirs(self._layout.writable_fd(), (TRASH,), self._layout.root)
-        name = f"{tid.env}.{tid.name}.{tid.leaf}.{secrets.token_hex(4)}"
+        name = f"{tid.env}.{tid.name}.{tid.leaf}.{os.urandom(4).hex()}"
         try:
             os.rename(self._layout.tree_path(tid), os.path.join(self._layout.path(TRASH), name))
         except FileNotFoundError:
@@ -288,9 +303,10 @@ class Repo:
     def _stage_and_publish(self, requested: Requested, tid: TreeId, lock: TreeLock) -> Action:
         from . import _pip
         from ._dists import check_record, scan
+        from ._options import InstallOptions
         from ._publish import publish
 
-        options = self._install_options or _pip.InstallOptions()
+        options = self._install_options or InstallOptions()
         staging = self._new_staging(tid)
         try:
             # pip creates the target itself: it never installs into a non-empty or final directory.
@@ -332,8 +348,8 @@ class Repo:
         """A fresh, private staging dir on the repo's filesystem (so publishing is a rename, not a copy)."""
         parent = _fs.make_dirs(self._layout.writable_fd(), (STAGING, tid.env), self._layout.root)
         try:
-            host = "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname())[:40]
-            name = f"{tid.name}-{tid.leaf}.{host}.{os.getpid()}.{secrets.token_hex(4)}"
+            host = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.uname().nodename)[:40]
+            name = f"{tid.name}-{tid.leaf}.{host}.{os.getpid()}.{os.urandom(4).hex()}"
             os.mkdir(name, _fs.DIR_MODE, dir_fd=parent)
         finally:
             os.close(parent)

@@ -2,68 +2,73 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement as _PackagingInvalid
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ._errors import InvalidRequirement, RequirementsFileError
 
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
 _HASH = re.compile(r"^[a-z0-9]+:[0-9a-fA-F]+$")
 _ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar", ".egg")
 _MAX_SPEC = 1000
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_PLAIN = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[([^\]]+)\])?\s*==\s*([A-Za-z0-9.!+_-]+)$")
 
 
 @dataclass(frozen=True, slots=True)
 class Requested:
-    """One requirement as asked: the parsed PEP 508 requirement, its ``--hash`` values and where it came from."""
+    """One requirement as asked: who (canonical name, extras), which version(s), its hashes and its origin."""
 
-    requirement: Requirement
+    text: str
+    name: str
+    extras: tuple[str, ...]
+    pinned: Version | None
     hashes: tuple[str, ...] = ()
     source: str = "command line"
-
-    @property
-    def text(self) -> str:
-        return str(self.requirement)
-
-    @property
-    def name(self) -> str:
-        return canonicalize_name(self.requirement.name)
-
-    @property
-    def extras(self) -> tuple[str, ...]:
-        return tuple(sorted({canonicalize_name(extra) for extra in self.requirement.extras}))
+    #: The full PEP 508 parse; ``None`` for a plain ``name[extras]==version``, which needs nothing more.
+    requirement: Requirement | None = None
 
     def pinned_version(self) -> Version | None:
         """The one version an ``==X`` or ``===X`` spec names, or ``None`` for a range."""
-        specs = list(self.requirement.specifier)
-        if len(specs) != 1 or specs[0].operator not in ("==", "===") or specs[0].version.endswith(".*"):
-            return None
-        try:
-            return Version(specs[0].version)
-        except InvalidVersion:
-            raise InvalidRequirement(
-                f"{self.text!r} ({self.source}): {specs[0].version!r} is not a valid version"
-            ) from None
+        return self.pinned
+
+    def matches(self, version: Version) -> bool:
+        if self.requirement is None:
+            return version == self.pinned
+        # As pip chooses: a pre-release only when the spec names one.
+        return self.requirement.specifier.contains(version)
 
     def marker_applies(self) -> bool:
-        marker = self.requirement.marker
-        if marker is None:
+        if self.requirement is None or self.requirement.marker is None:
             return True
+        from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+
         try:
-            return marker.evaluate({"extra": ""})
+            return self.requirement.marker.evaluate({"extra": ""})
         except (UndefinedComparison, UndefinedEnvironmentName) as error:
             raise InvalidRequirement(f"{self.text!r} ({self.source}): marker cannot be evaluated: {error}") from None
 
 
 def parse_spec(spec: str, source: str = "command line", hashes: Iterable[str] = ()) -> Requested:
-    """Parse one spec; a clear :class:`InvalidRequirement` for anything that is not ``name[extras] spec; marker``."""
+    """Parse one spec; a clear :class:`InvalidRequirement` for anything that is not ``name[extras] spec; marker``.
+
+    Results are immutable and cached: a worker asks for the same few specs over and over, and parsing one
+    costs more than the whole installed-check.
+    """
+    return _parse_spec(spec, source, tuple(hashes))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_spec(spec: str, source: str, hashes: tuple[str, ...]) -> Requested:
     shown = spec if len(spec) <= 80 else spec[:77] + "..."
     where = f"{shown!r} ({source})"
     if not spec.strip():
@@ -79,6 +84,16 @@ def parse_spec(spec: str, source: str = "command line", hashes: Iterable[str] = 
     stripped = spec.strip()
     if stripped.startswith((".", "/", "~")) or os.sep in stripped.split(";")[0] or "\\" in stripped:
         raise InvalidRequirement(f"{where}: local paths are not supported; name a project and version")
+    for value in hashes:
+        if not _HASH.match(value):
+            raise InvalidRequirement(f"{where}: --hash {value!r} is not algorithm:hexdigest")
+    return _plain(stripped, source, hashes) or _full(stripped, source, hashes, where)
+
+
+def _full(stripped: str, source: str, hashes: tuple[str, ...], where: str) -> Requested:
+    from packaging.requirements import InvalidRequirement as _PackagingInvalid
+    from packaging.requirements import Requirement
+
     try:
         requirement = Requirement(stripped)
     except _PackagingInvalid as error:
@@ -88,12 +103,52 @@ def parse_spec(spec: str, source: str = "command line", hashes: Iterable[str] = 
         raise InvalidRequirement(f"{where}: direct URL requirements are not supported; name a version")
     if requirement.name.lower().endswith(_ARCHIVE_SUFFIXES):
         raise InvalidRequirement(f"{where}: local archives are not supported; name a project and version")
-    for value in hashes:
-        if not _HASH.match(value):
-            raise InvalidRequirement(f"{where}: --hash {value!r} is not algorithm:hexdigest")
-    requested = Requested(requirement, tuple(hashes), source)
-    requested.pinned_version()  # validates an ===X version early
-    return requested
+    return Requested(
+        text=str(requirement),
+        name=canonicalize_name(requirement.name),
+        extras=tuple(sorted({canonicalize_name(extra) for extra in requirement.extras})),
+        pinned=_pinned(requirement, where),
+        hashes=hashes,
+        source=source,
+        requirement=requirement,
+    )
+
+
+def _pinned(requirement: Requirement, where: str) -> Version | None:
+    specs = list(requirement.specifier)
+    if len(specs) != 1 or specs[0].operator not in ("==", "===") or specs[0].version.endswith(".*"):
+        return None
+    try:
+        return Version(specs[0].version)
+    except InvalidVersion:
+        raise InvalidRequirement(f"{where}: {specs[0].version!r} is not a valid version") from None
+
+
+def _plain(spec: str, source: str, hashes: tuple[str, ...]) -> Requested | None:
+    # The shape nearly every worker asks for, "name[extras]==version", parsed without packaging's PEP 508
+    # grammar: importing and running that costs more than the whole installed-check. Anything else, or
+    # anything this regex lets through that Version() refuses, goes to the full parser. The result is the
+    # same Requested the full parser builds (tests compare the two).
+    match = _PLAIN.match(spec)
+    if match is None:
+        return None
+    name, extras_text, version_text = match.groups()
+    extras = [e.strip() for e in extras_text.split(",")] if extras_text is not None else []
+    if any(not _NAME.match(e) for e in extras) or name.lower().endswith(_ARCHIVE_SUFFIXES):
+        return None
+    try:
+        version = Version(version_text)
+    except InvalidVersion:
+        return None
+    shown_extras = f"[{','.join(sorted(set(extras)))}]" if extras else ""
+    return Requested(
+        text=f"{name}{shown_extras}=={version_text}",
+        name=canonicalize_name(name),
+        extras=tuple(sorted({canonicalize_name(e) for e in extras})),
+        pinned=version,
+        hashes=hashes,
+        source=source,
+    )
 
 
 def read_requirements_file(path: str, _seen: tuple[str, ...] = ()) -> list[Requested]:

@@ -8,8 +8,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from indexserver import IndexServer  # noqa: E402
-from wheels import make_broken_wheel, make_wheel  # noqa: E402
+from indexserver import IndexServer
+from wheels import make_broken_wheel, make_wheel
 
 
 @pytest.fixture(scope="session")

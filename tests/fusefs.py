@@ -77,8 +77,18 @@ class Passthrough(Operations):  # type: ignore[misc]
 
     def statfs(self, path: str) -> dict[str, Any]:
         st = self._call(os.statvfs, self._full(path))
-        keys = ("f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail", "f_ffree", "f_files", "f_flag",
-                "f_frsize", "f_namemax")
+        keys = (
+            "f_bavail",
+            "f_bfree",
+            "f_blocks",
+            "f_bsize",
+            "f_favail",
+            "f_ffree",
+            "f_files",
+            "f_flag",
+            "f_frsize",
+            "f_namemax",
+        )
         return {key: getattr(st, key) for key in keys}
 
     # raw_fi: the kernel's open flags (O_EXCL included) reach os.open unchanged.
@@ -108,8 +118,16 @@ class Passthrough(Operations):  # type: ignore[misc]
 
 def main() -> None:
     backing, mountpoint = sys.argv[1], sys.argv[2]
-    FUSE(Passthrough(backing), mountpoint, foreground=True, nothreads=False, raw_fi=True, use_ino=True,
-         allow_other=False, fsname="repoinstall-test")
+    FUSE(
+        Passthrough(backing),
+        mountpoint,
+        foreground=True,
+        nothreads=False,
+        raw_fi=True,
+        use_ino=True,
+        allow_other=False,
+        fsname="repoinstall-test",
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ def isolated_env(**extra: str) -> dict[str, str]:
     """The environment minus every PIP_* setting, with pip's config files switched off (and no pip cache, so
     the test server sees every download)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "REPOINSTALL_"))}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
-               PYTHONUNBUFFERED="1")
+    env.update(
+        PIP_CONFIG_FILE=os.devnull, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONUNBUFFERED="1"
+    )
     env.update(extra)
     return env
 
@@ -26,18 +27,32 @@ def cli(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "repoinstall", *map(str, args)]
 
 
-def run(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 180,
-        cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cli(*args), env=env or isolated_env(), capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL)
+def run(
+    *args: str | Path, env: dict[str, str] | None = None, timeout: float = 180, cwd: str | Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cli(*args),
+        env=env or isolated_env(),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-def start(*args: str | Path, env: dict[str, str] | None = None,
-          prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+def start(*args: str | Path, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
     """A "pod": its own process group, so a test can SIGKILL or SIGSTOP it together with its pip."""
-    return subprocess.Popen([*prefix, *cli(*args)], env=env or isolated_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            stdin=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [*prefix, *cli(*args)],
+        env=env or isolated_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 180) -> tuple[int, str, str]:
@@ -65,9 +80,14 @@ def actions(stdout: str) -> list[str]:
 
 
 def import_version(tree: str | Path, module: str) -> str:
-    done = subprocess.run([sys.executable, "-c", f"import {module}; print({module}.VERSION)"],
-                          env={**isolated_env(), "PYTHONPATH": str(tree)}, capture_output=True, text=True,
-                          timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {module}; print({module}.VERSION)"],
+        env={**isolated_env(), "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return done.stdout.strip()
 
 

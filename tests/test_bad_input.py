@@ -101,14 +101,17 @@ def test_repo_below_a_file(setup: tuple[Path, Path, str]) -> None:
 def test_read_only_repo_serves_the_warm_path_and_refuses_installs(setup: tuple[Path, Path, str]) -> None:
     repo, _, url = setup
     before = snapshot(repo)
-    script = (
-        'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && '
-        '"$@"; code=$?; exit $code'
-    )
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && "$@"; code=$?; exit $code'
 
     def in_read_only(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["unshare", "--mount", "sh", "-c", script, str(repo),
-                               *cli(*args)], env=isolated_env(), capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            ["unshare", "--mount", "sh", "-c", script, str(repo), *cli(*args)],
+            env=isolated_env(),
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     warm = in_read_only(*ensure_args(repo, url, "adaptor-a==1.0"))
     assert warm.returncode == 0, warm.stderr

@@ -116,8 +116,11 @@ def test_hashes_are_checked_by_pip(repo: Path, index: IndexServer, tmp_path: Pat
 def test_pip_failure_exits_1_with_pips_words_and_changes_nothing(repo: Path, index: IndexServer) -> None:
     assert run(*ensure_args(repo, index.url, "adaptor-a==1.0")).returncode == 0
     before = snapshot(repo / "trees")
-    for spec, words in (("needs-missing==1.0", "not-on-the-index"), ("broken-pkg==1.0", "broken"),
-                        ("adaptor-a==9.9", "adaptor-a")):
+    for spec, words in (
+        ("needs-missing==1.0", "not-on-the-index"),
+        ("broken-pkg==1.0", "broken"),
+        ("adaptor-a==9.9", "adaptor-a"),
+    ):
         failed = run(*ensure_args(repo, index.url, spec))
         assert failed.returncode == 1, failed.stderr
         assert "pip failed" in failed.stderr and words in failed.stderr.lower()
@@ -203,3 +206,12 @@ def test_human_output_and_default_repo(tmp_path: Path, index: IndexServer) -> No
     default = tmp_path / "data" / "repoinstall" / "repo"
     assert f"default repo {default}" in done.stderr
     assert done.stdout.startswith("installed  adaptor-a==1.0  " + str(default))
+
+
+def test_install_timeout_bounds_pip(repo: Path, index: IndexServer) -> None:
+    index.delays["slow_pkg"] = 6.0
+    done = run(*ensure_args(repo, index.url, "slow-pkg==1.0"), "--install-timeout", "1")
+    assert done.returncode == 1, done.stderr
+    assert "did not finish within 1s" in done.stderr
+    assert not list((repo / "trees").rglob("slow*")) and not list((repo / "records").rglob("slow*"))
+    assert not any(p for p in (repo / "staging").rglob("*") if p.is_dir() and p.parent.parent.name == "staging")

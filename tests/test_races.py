@@ -62,8 +62,10 @@ def test_sigkilled_holder_is_taken_over_after_the_stale_threshold(repo: Path, in
     assert import_version(path, "slow_pkg") == "1.0"
     assert index.downloads("slow_pkg") == 2
     # The dead holder's staging dir is left for gc and breaks nothing.
-    assert any(p.name.endswith(f".{holder.pid}." + p.name.rsplit(".", 1)[1]) for p in
-               (repo / "staging").rglob(f"*.{holder.pid}.*"))
+    assert any(
+        p.name.endswith(f".{holder.pid}." + p.name.rsplit(".", 1)[1])
+        for p in (repo / "staging").rglob(f"*.{holder.pid}.*")
+    )
 
 
 def test_paused_holder_resumes_and_keeps_the_peers_tree(repo: Path, index: IndexServer) -> None:
@@ -102,8 +104,9 @@ def test_two_racing_no_lock_runs_leave_one_valid_tree(repo: Path, index: IndexSe
     assert record["version"] == "1.0"
 
 
-def test_threads_share_one_install_and_different_trees_run_in_parallel(repo: Path, index: IndexServer,
-                                                                      monkeypatch: object) -> None:
+def test_threads_share_one_install_and_different_trees_run_in_parallel(
+    repo: Path, index: IndexServer, monkeypatch: object
+) -> None:
     import os
 
     for key in [k for k in os.environ if k.startswith("PIP_")]:
@@ -115,8 +118,7 @@ def test_threads_share_one_install_and_different_trees_run_in_parallel(repo: Pat
     events = []
     with Repo(repo, install=options, on_event=events.append, stale_after=2, heartbeat=0.4, jobs=4) as store:
         results: list[object] = []
-        threads = [threading.Thread(target=lambda: results.append(store.ensure("adaptor-a==1.0")))
-                   for _ in range(6)]
+        threads = [threading.Thread(target=lambda: results.append(store.ensure("adaptor-a==1.0"))) for _ in range(6)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -130,3 +132,18 @@ def test_threads_share_one_install_and_different_trees_run_in_parallel(repo: Pat
     # Parallel: the second install started before the first one finished.
     assert starts["adaptor-e==1.0"] < dones["adaptor-d==1.0"] and starts["adaptor-d==1.0"] < dones["adaptor-e==1.0"]
     assert isolated_env  # the API honours the process environment; this test set it up by hand
+
+
+def test_wait_timeout_exits_3_and_names_the_holder(repo: Path, index: IndexServer) -> None:
+    index.delays["slow_pkg"] = 4.0
+    holder = start(*ensure_args(repo, index.url, "slow-pkg==1.0"))
+    index.wait_for_download("slow_pkg")
+    from helpers import run
+
+    waiter = run(*ensure_args(repo, index.url, "slow-pkg==1.0"), "--wait-timeout", "1")
+    assert waiter.returncode == 3, waiter.stderr
+    assert "gave up after 1s waiting for" in waiter.stderr
+    assert f"pid {holder.pid}" in waiter.stderr
+    code, out, err = finish(holder)
+    assert code == 0, err
+    assert actions(out) == ["installed"]

@@ -26,7 +26,7 @@ def make_wheel(
     """Write ``{name}-{version}-py3-none-any.whl`` with module ``{name}`` (dashes as underscores)."""
     module = name.replace("-", "_")
     dist_info = f"{module}-{version}.dist-info"
-    metadata = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    metadata = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
     metadata += [f"Requires-Dist: {r}" for r in requires]
     for extra, reqs in (extras or {}).items():
         metadata.append(f"Provides-Extra: {extra}")

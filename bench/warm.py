@@ -1,0 +1,109 @@
+"""Warm-path benchmark: everything asked for is installed, so ensure must cost almost nothing.
+
+    python bench/warm.py [--quick]
+
+Prints API microseconds per requested package in repos of 10 and 10,000 trees, and the warm CLI in
+milliseconds beside a bare ``python -c "import typer"``, plus which heavy modules the warm CLI imported.
+Targets: <= 50 us per package; the 10,000-tree repo within 1.5x of the 10-tree one; warm CLI within 1.3x of
+the typer import, with nothing from httpx, filelock or pip imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from packaging.version import Version
+
+from repoinstall import Repo
+from repoinstall._identity import TreeId, environment_tag
+from repoinstall._manifest import Record, write
+from repoinstall._dists import Dist
+from repoinstall._layout import Layout
+
+
+def populate(root: Path, count: int) -> list[str]:
+    """``count`` trees with records and METADATA (synthetic: the warm path reads only those)."""
+    layout = Layout(root)
+    env = environment_tag()
+    specs = []
+    for index in range(count):
+        name, version = f"pkg-{index:05d}", f"1.{index % 7}"
+        tid = TreeId(env, name, Version(version))
+        dist_info = f"{name.replace('-', '_')}-{version}.dist-info"
+        tree = Path(layout.tree_path(tid)) / dist_info
+        tree.mkdir(parents=True)
+        (tree / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
+        write(layout, tid, Record.new(tid, tid.pin, dist_info, [Dist(dist_info, name, version)], "pip", "bench"))
+        specs.append(tid.pin)
+    layout.close()
+    return specs
+
+
+def api_us_per_package(root: Path, specs: list[str], rounds: int) -> float:
+    with Repo(root) as repo:
+        repo.ensure_all(specs)  # warm the page cache
+        timings = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            results = repo.ensure_all(specs)
+            timings.append((time.perf_counter() - started) / len(specs) * 1e6)
+            assert all(r.action == "present" for r in results)  # type: ignore[union-attr]
+    return statistics.median(timings)
+
+
+def command_ms(argv: list[str], rounds: int) -> float:
+    # Bytecode as an installed package has it (pip compiles at install time; an editable checkout under
+    # PYTHONDONTWRITEBYTECODE would otherwise recompile every module on every run).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    timings = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        timings.append((time.perf_counter() - started) * 1e3)
+    return statistics.median(timings)
+
+
+def heavy_imports(argv: list[str]) -> list[str]:
+    done = subprocess.run([sys.executable, "-X", "importtime", *argv[1:]], capture_output=True, text=True, check=True)
+    names = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if "|" in line}
+    return sorted(names & {"httpx", "filelock", "pip", "httpcore", "rich", "concurrent"})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and a 1,000-tree large repo (for CI)")
+    args = parser.parse_args()
+    large = 1_000 if args.quick else 10_000
+    rounds = 5 if args.quick else 30
+    print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores; env {environment_tag()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        small_root, large_root = Path(tmp, "small"), Path(tmp, "large")
+        small_specs = populate(small_root, 10)
+        large_specs = populate(large_root, large)
+        print(f"\n{'repo trees':>10} {'asked':>6} {'us/package':>11}")
+        per = {}
+        for root, specs, trees in ((small_root, small_specs, 10), (large_root, large_specs, large)):
+            for asked in (1, 10):
+                per[(trees, asked)] = api_us_per_package(root, specs[:asked], rounds * 10)
+                print(f"{trees:>10} {asked:>6} {per[(trees, asked)]:>11.1f}")
+        ratio = per[(large, 10)] / per[(10, 10)]
+        print(f"large/small repo ratio (10 asked): {ratio:.2f}  (target <= 1.5; <= 50 us/package)")
+
+        cli = [sys.executable, "-m", "repoinstall", "ensure", "-q", "--repo", str(small_root), *small_specs]
+        bare = [sys.executable, "-c", "import typer"]
+        cli_ms, typer_ms = command_ms(cli, rounds), command_ms(bare, rounds)
+        print(f"\nwarm CLI, 10 packages: {cli_ms:.1f} ms; python -c 'import typer': {typer_ms:.1f} ms; "
+              f"ratio {cli_ms / typer_ms:.2f} (target <= 1.3)")
+        print(f"heavy modules imported on the warm CLI path: {heavy_imports(cli) or 'none'}")
+
+
+if __name__ == "__main__":
+    main()

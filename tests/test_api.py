@@ -1,0 +1,90 @@
+"""The Python API: typed results and exceptions, pip configuration honoured, the terminal progress line."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import actions, cli, ensure_args, isolated_env, run
+from indexserver import IndexServer
+
+from repoinstall import (
+    EnsureResult,
+    InvalidInput,
+    InvalidRequirement,
+    NotInstalled,
+    NotPinned,
+    Repo,
+    RepoinstallError,
+    RepoUnusable,
+)
+
+
+def test_typed_exceptions_share_one_base(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RepoUnusable) as unusable:
+        Repo(tmp_path / "file")
+    assert unusable.value.exit_code == 2
+    with Repo(tmp_path / "repo") as repo:
+        for spec, error in (("-e .", InvalidRequirement), ("a>=1", NotPinned)):
+            with pytest.raises(error) as caught:
+                repo.ensure(spec)
+            assert isinstance(caught.value, InvalidInput) and isinstance(caught.value, RepoinstallError)
+        with pytest.raises(NotInstalled):
+            repo.tree_path("a==1")
+        skipped = repo.ensure("a==1; sys_platform == 'no-such'")
+    assert isinstance(skipped, EnsureResult) and skipped.action == "skipped" and skipped.path is None
+    assert not (tmp_path / "repo").exists()
+    with pytest.raises(InvalidInput):
+        Repo(tmp_path / "repo", stale_after=1, heartbeat=2)
+
+
+def test_pip_configuration_is_honoured(repo: Path, index: IndexServer, tmp_path: Path) -> None:
+    # No index options on the command line: pip finds the wheels through its own PIP_* settings.
+    env = isolated_env(PIP_FIND_LINKS=index.url, PIP_NO_INDEX="1")
+    done = run("ensure", "adaptor-a==1.0", "--repo", repo, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert actions(done.stdout) == ["installed"]
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\nno-index = true\nfind-links = {index.url}\n")
+    via_file = run("ensure", "adaptor-d==1.0", "--repo", repo, "--json", env=isolated_env(PIP_CONFIG_FILE=str(config)))
+    assert via_file.returncode == 0, via_file.stderr
+
+
+def test_constraints_are_passed_to_pip(repo: Path, index: IndexServer, tmp_path: Path) -> None:
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("dep-c==9.9\n")
+    done = run(*ensure_args(repo, index.url, "adaptor-b==1.0", "-c", str(constraints)))
+    assert done.returncode == 1, done.stderr
+    assert "dep-c" in done.stderr
+
+
+def test_progress_line_on_a_terminal(repo: Path, index: IndexServer) -> None:
+    index.delays["slow_pkg"] = 1.0
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            cli("ensure", "slow-pkg==1.0", "--repo", repo, "--no-index", "--find-links", index.url),
+            env=isolated_env(),
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            stdin=subprocess.DEVNULL,
+        )
+        os.close(terminal)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        proc.wait(timeout=120)
+    finally:
+        os.close(controller)
+    assert proc.returncode == 0
+    assert b"installing slow-pkg==1.0" in seen

@@ -1,0 +1,22 @@
+"""The benchmarks still run (short mode) and the warm CLI path imports nothing heavy. No timing asserted."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_warm_benchmark_runs_and_warm_cli_imports_nothing_heavy() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "warm.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "us/package" in done.stdout and "warm CLI, 10 packages:" in done.stdout
+    assert "heavy modules imported on the warm CLI path: none" in done.stdout, done.stdout
