@@ -6,9 +6,6 @@ import enum
 import os
 from dataclasses import dataclass
 
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-
 from . import _fs, _manifest
 from ._identity import TreeId
 from ._layout import TREES, Layout
@@ -30,13 +27,7 @@ class Status:
 
 
 def _names(data: bytes | None, tid: TreeId) -> bool:
-    if data is None or (parsed := parse_metadata(data)) is None:
-        return False
-    name, version = parsed
-    try:
-        return canonicalize_name(name) == tid.name and Version(version) == tid.version
-    except InvalidVersion:
-        return False
+    return data is not None and (parsed := parse_metadata(data)) is not None and tid.is_named(*parsed)
 
 
 def check(layout: Layout, tid: TreeId) -> Status:

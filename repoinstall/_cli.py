@@ -237,20 +237,18 @@ def list_(repo: RepoOpt = None, as_json: JsonOpt = False) -> None:
             root = store.path
     except RepoinstallError as error:
         _fail(error)
-    rows = []
-    for record in records:
-        leaf = record.version + (f"[{','.join(record.extras)}]" if record.extras else "")
-        rows.append(
-            {
-                "name": record.name,
-                "version": record.version,
-                "extras": list(record.extras),
-                "env": record.env,
-                "installed_at": record.installed_at,
-                "installer": record.installer,
-                "path": os.path.join(root, "trees", record.env, record.name, leaf),
-            }
-        )
+    rows = [
+        {
+            "name": record.name,
+            "version": record.version,
+            "extras": list(record.extras),
+            "env": record.env,
+            "installed_at": record.installed_at,
+            "installer": record.installer,
+            "path": tree,
+        }
+        for record, tree in records
+    ]
     if as_json:
         typer.echo(json.dumps({"repo": root, "trees": rows}, indent=2))
         return

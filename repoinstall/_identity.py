@@ -6,7 +6,8 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from packaging.version import Version
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from ._errors import InvalidRequirement
 
@@ -60,6 +61,13 @@ class TreeId:
         for extra in self.extras:
             if not _CANONICAL.match(extra):
                 raise InvalidRequirement(f"extra {extra!r} is not a canonical name")
+
+    def is_named(self, name: str, version: str) -> bool:
+        """Whether a dist-info's (Name, Version) are this tree's project and version."""
+        try:
+            return canonicalize_name(name) == self.name and Version(version) == self.version
+        except InvalidVersion:
+            return False
 
     def __str__(self) -> str:
         return self.pin

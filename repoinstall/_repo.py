@@ -14,7 +14,7 @@ from . import _fs, _manifest
 from ._check import State, check
 from ._errors import InstallError, InvalidInput, NotInstalled, NotPinned, RepoinstallError, RepoUnusable
 from ._identity import TreeId, environment_tag
-from ._layout import LOCKS, STAGING, TRASH, Layout, default_repo
+from ._layout import LOCKS, Layout, default_repo
 from ._options import LockSettings
 from ._requirements import Requested, parse_spec
 
@@ -232,6 +232,8 @@ class Repo:
         return FileTreeLock(directory, self._layout.path(LOCKS, tid.env, tid.name), tid.leaf, self.settings)
 
     def _install(self, requested: Requested, tid: TreeId) -> tuple[Action, _Timing]:
+        from ._install import install_locked
+
         timing = _Timing()
         self._emit(Event("start", str(tid)))
         started = time.monotonic()
@@ -239,121 +241,12 @@ class Repo:
             self._layout.writable_fd()
             with self._lock(tid) as lock:
                 timing.waited = time.monotonic() - started
-                action = self._install_locked(requested, tid, lock, timing)
+                action = install_locked(self._layout, self._install_options, requested, tid, lock, timing)
         except OSError as error:
             raise _os_error(error, self._layout.root, tid) from None
         self._emit(Event("done", str(tid), action, time.monotonic() - started))
         log.info("%s %s (%.1fs)", action, tid, time.monotonic() - started)
         return action, timing
-
-    def _install_locked(self, requested: Requested, tid: TreeId, lock: TreeLock, timing: _Timing) -> Action:
-        # Check again inside the lock: a peer may have finished while we waited.
-        status = check(self._layout, tid)
-        if status.state is State.PRESENT:
-            return "waited"
-        if status.state is State.UNRECORDED:
-            # A crash between publish and record: the tree is whole if its RECORD hashes say so; no pip needed.
-            assert status.dist_info is not None
-            if self._record_existing(requested, tid, status.dist_info):
-                return "repaired"
-            status = check(self._layout, tid)
-            if status.state is not State.PRESENT:
-                self._set_aside(tid)
-        elif status.state is State.BROKEN:
-            self._set_aside(tid)
-        started = time.monotonic()
-        try:
-            return self._stage_and_publish(requested, tid, lock)
-        finally:
-            timing.installing = time.monotonic() - started
-
-    def _record_existing(self, requested: Requested, tid: TreeId, dist_info: str) -> bool:
-        from ._dists import check_record, scan
-
-        tree = self._layout.tree_path(tid)
-        dists = scan(tree)
-        for dist in dists:
-            if problems := check_record(tree, dist):
-                log.warning(
-                    "%s: %s does not match its RECORD (%s); reinstalling", tree, dist.dist_info, problems.summary()
-                )
-                return False
-        installer = _fs.read_file(
-            self._layout.writable_fd(), (*self._layout.tree_dir(tid), tid.leaf, dist_info, "INSTALLER")
-        )
-        name = (installer or b"unknown").decode("utf-8", "replace").strip() or "unknown"
-        record = _manifest.Record.new(tid, requested.text, dist_info, dists, name, "unknown (re-recorded)")
-        _manifest.write(self._layout, tid, record)
-        return True
-
-    def _set_aside(self, tid: TreeId) -> None:
-        """Move a broken tree out of the way: record first, so nobody sees record + broken tree; then rename."""
-        _manifest.remove(self._layout, tid)
-        trash = _fs.make_dirs(self._layout.writable_fd(), (TRASH,), self._layout.root)
-        name = f"{tid.env}.{tid.name}.{tid.leaf}.{os.urandom(4).hex()}"
-        try:
-            os.rename(self._layout.tree_path(tid), os.path.join(self._layout.path(TRASH), name))
-        except FileNotFoundError:
-            return
-        finally:
-            os.close(trash)
-        log.warning("moved a broken tree aside: %s", self._layout.tree_path(tid))
-        _fs.remove_tree(os.path.join(self._layout.path(TRASH), name))
-
-    def _stage_and_publish(self, requested: Requested, tid: TreeId, lock: TreeLock) -> Action:
-        from . import _pip
-        from ._dists import check_record, scan
-        from ._options import InstallOptions
-        from ._publish import publish
-
-        options = self._install_options or InstallOptions()
-        staging = self._new_staging(tid)
-        try:
-            # pip creates the target itself: it never installs into a non-empty or final directory.
-            target = os.path.join(staging, "tree")
-            _pip.run(_pip.command(options, target, requested, tid.pin, staging), options.timeout, str(tid))
-            dists = scan(target)
-            own = [d for d in dists if _same_project(d.name, d.version, tid)]
-            if not own:
-                raise InstallError(f"{tid}: pip finished but the staged tree has no {tid.name} {tid.version} dist-info")
-            for dist in dists:
-                if problems := check_record(target, dist):
-                    raise InstallError(f"{tid}: staged tree does not match RECORD: {problems.summary()}")
-            record = _manifest.Record.new(tid, requested.text, own[0].dist_info, dists, "pip", _pip.installer_version())
-            final = self._layout.tree_path(tid)
-            parent = _fs.make_dirs(self._layout.writable_fd(), self._layout.tree_dir(tid), self._layout.root)
-            os.close(parent)
-            # The rename is the commit point; the lock only saves duplicate work. After a lost lease, a peer
-            # may be publishing this very tree: publish() never replaces what is there, so theirs stands.
-            published = False if lock.lost.is_set() and os.path.lexists(final) else publish(target, final)
-            if not published:
-                # A peer published first (our lease lapsed, or --no-lock): use theirs once it checks out.
-                status = check(self._layout, tid)
-                if status.state is State.UNRECORDED:
-                    assert status.dist_info is not None
-                    self._record_existing(requested, tid, status.dist_info)
-                    status = check(self._layout, tid)
-                if status.state is State.PRESENT:
-                    log.info("%s: a peer published it first; using theirs", tid)
-                    return "waited"
-                raise InstallError(f"{tid}: {final} is taken by something that is not a valid tree")
-            # After the commit point. A crash before this write leaves an unrecorded tree that the next
-            # ensure re-records from its RECORD hashes, without pip.
-            _manifest.write(self._layout, tid, record)
-            return "installed"
-        finally:
-            _fs.remove_tree(staging)
-
-    def _new_staging(self, tid: TreeId) -> str:
-        """A fresh, private staging dir on the repo's filesystem (so publishing is a rename, not a copy)."""
-        parent = _fs.make_dirs(self._layout.writable_fd(), (STAGING, tid.env), self._layout.root)
-        try:
-            host = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.uname().nodename)[:40]
-            name = f"{tid.name}-{tid.leaf}.{host}.{os.getpid()}.{os.urandom(4).hex()}"
-            os.mkdir(name, _fs.DIR_MODE, dir_fd=parent)
-        finally:
-            os.close(parent)
-        return self._layout.path(STAGING, tid.env, name)
 
     def _emit(self, event: Event) -> None:
         if self._on_event is not None:
@@ -375,8 +268,8 @@ class Repo:
             raise NotInstalled(f"{tid}: not installed in {self.path}")
         return self._layout.tree_path(tid)
 
-    def list(self) -> list[_manifest.Record]:
-        """Every recorded tree in the repo, all environments."""
+    def list(self) -> list[tuple[_manifest.Record, str]]:
+        """Every recorded tree in the repo, all environments, with its path."""
         found = []
         for env, name, leaf in _manifest.all_records(self._layout):
             version, _, extras = leaf.partition("[")
@@ -388,18 +281,8 @@ class Repo:
                 continue
             record = _manifest.read(self._layout, tid)
             if record is not None:
-                found.append(record)
+                found.append((record, self._layout.tree_path(tid)))
         return found
-
-
-def _same_project(name: str, version: str, tid: TreeId) -> bool:
-    from packaging.utils import canonicalize_name
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return canonicalize_name(name) == tid.name and Version(version) == tid.version
-    except InvalidVersion:
-        return False
 
 
 def _os_error(error: OSError, root: str, tid: TreeId) -> RepoinstallError:

@@ -1,0 +1,148 @@
+"""The install protocol's locked half: check again, repair or set aside, stage, pip, verify, publish, record.
+
+Runs while the caller holds the tree's lock (or none, with ``--no-lock``). Nothing here depends on the
+lock for correctness: **the rename is the commit point; the lock only saves duplicate work.**
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+from . import _fs, _manifest
+from ._check import State, check
+from ._errors import InstallError
+from ._layout import STAGING, TRASH, Layout
+
+if TYPE_CHECKING:
+    from ._identity import TreeId
+    from ._lock import TreeLock
+    from ._options import InstallOptions
+    from ._repo import Action, _Timing
+    from ._requirements import Requested
+
+log = logging.getLogger("repoinstall")
+
+
+def install_locked(
+    layout: Layout,
+    options: InstallOptions | None,
+    requested: Requested,
+    tid: TreeId,
+    lock: TreeLock,
+    timing: _Timing,
+) -> Action:
+    """Make the tree exist, returning what it took. The caller holds ``lock``."""
+    # Check again inside the lock: a peer may have finished while we waited.
+    status = check(layout, tid)
+    if status.state is State.PRESENT:
+        return "waited"
+    if status.state is State.UNRECORDED:
+        # A crash between publish and record: the tree is whole if its RECORD hashes say so; no pip needed.
+        assert status.dist_info is not None
+        if record_existing(layout, requested, tid, status.dist_info):
+            return "repaired"
+        if check(layout, tid).state is not State.PRESENT:
+            set_aside(layout, tid)
+    elif status.state is State.BROKEN:
+        set_aside(layout, tid)
+    started = time.monotonic()
+    try:
+        return stage_and_publish(layout, options, requested, tid, lock)
+    finally:
+        timing.installing = time.monotonic() - started
+
+
+def record_existing(layout: Layout, requested: Requested, tid: TreeId, dist_info: str) -> bool:
+    """Write the record of a published tree that has none, if every RECORD hash in it checks out."""
+    from ._dists import check_record, scan
+
+    tree = layout.tree_path(tid)
+    dists = scan(tree)
+    for dist in dists:
+        if problems := check_record(tree, dist):
+            log.warning("%s: %s does not match its RECORD (%s); reinstalling", tree, dist.dist_info, problems.summary())
+            return False
+    installer = _fs.read_file(layout.writable_fd(), (*layout.tree_dir(tid), tid.leaf, dist_info, "INSTALLER"))
+    name = (installer or b"unknown").decode("utf-8", "replace").strip() or "unknown"
+    _manifest.write(layout, tid, _manifest.Record.new(tid, requested.text, dist_info, dists, name, "unknown"))
+    return True
+
+
+def set_aside(layout: Layout, tid: TreeId) -> None:
+    """Move a broken tree out of the way: the record goes first, so nobody sees a record with a broken tree;
+    then one rename into trash/ (a symlink is moved, never followed), then the delete."""
+    _manifest.remove(layout, tid)
+    trash = _fs.make_dirs(layout.writable_fd(), (TRASH,), layout.root)
+    name = f"{tid.env}.{tid.name}.{tid.leaf}.{os.urandom(4).hex()}"
+    try:
+        os.rename(layout.tree_path(tid), os.path.join(layout.path(TRASH), name))
+    except FileNotFoundError:
+        return
+    finally:
+        os.close(trash)
+    log.warning("moved a broken tree aside: %s", layout.tree_path(tid))
+    _fs.remove_tree(os.path.join(layout.path(TRASH), name))
+
+
+def stage_and_publish(
+    layout: Layout, options: InstallOptions | None, requested: Requested, tid: TreeId, lock: TreeLock
+) -> Action:
+    from . import _pip
+    from ._dists import check_record, scan
+    from ._options import InstallOptions
+    from ._publish import publish
+
+    options = options or InstallOptions()
+    staging = new_staging(layout, tid)
+    try:
+        # pip creates the target itself: it never installs into a non-empty or final directory.
+        target = os.path.join(staging, "tree")
+        _pip.run(_pip.command(options, target, requested, tid.pin, staging), options.timeout, str(tid))
+        dists = scan(target)
+        own = [d for d in dists if tid.is_named(d.name, d.version)]
+        if not own:
+            raise InstallError(f"{tid}: pip finished but the staged tree has no {tid.name} {tid.version} dist-info")
+        for dist in dists:
+            if problems := check_record(target, dist):
+                raise InstallError(f"{tid}: staged tree does not match RECORD: {problems.summary()}")
+        record = _manifest.Record.new(tid, requested.text, own[0].dist_info, dists, "pip", _pip.installer_version())
+        final = layout.tree_path(tid)
+        os.close(_fs.make_dirs(layout.writable_fd(), layout.tree_dir(tid), layout.root))
+        # The rename is the commit point; the lock only saves duplicate work. After a lost lease, a peer
+        # may be publishing this very tree: publish() never replaces what is there, so theirs stands.
+        published = False if lock.lost.is_set() and os.path.lexists(final) else publish(target, final)
+        if not published:
+            # A peer published first (our lease lapsed, or --no-lock): use theirs once it checks out.
+            status = check(layout, tid)
+            if status.state is State.UNRECORDED:
+                assert status.dist_info is not None
+                record_existing(layout, requested, tid, status.dist_info)
+                status = check(layout, tid)
+            if status.state is State.PRESENT:
+                log.info("%s: a peer published it first; using theirs", tid)
+                return "waited"
+            raise InstallError(f"{tid}: {final} is taken by something that is not a valid tree")
+        # After the commit point. A crash before this write leaves an unrecorded tree that the next
+        # ensure re-records from its RECORD hashes, without pip.
+        _manifest.write(layout, tid, record)
+        return "installed"
+    finally:
+        _fs.remove_tree(staging)
+
+
+def new_staging(layout: Layout, tid: TreeId) -> str:
+    """A fresh, private staging dir on the repo's filesystem, so publishing is a rename, never a copy.
+
+    Its name carries the tree, host and pid, so an operator (and gc) can tell whose it is.
+    """
+    parent = _fs.make_dirs(layout.writable_fd(), (STAGING, tid.env), layout.root)
+    try:
+        host = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.uname().nodename)[:40]
+        name = f"{tid.name}-{tid.leaf}.{host}.{os.getpid()}.{os.urandom(4).hex()}"
+        os.mkdir(name, _fs.DIR_MODE, dir_fd=parent)
+    finally:
+        os.close(parent)
+    return layout.path(STAGING, tid.env, name)
