@@ -58,17 +58,19 @@ def api_us_per_package(root: Path, specs: list[str], rounds: int) -> float:
     return statistics.median(timings)
 
 
-def command_ms(argv: list[str], rounds: int) -> float:
+def commands_ms(argvs: list[list[str]], rounds: int) -> list[float]:
+    """Median wall milliseconds of each command, run interleaved so machine noise hits them alike."""
     # Bytecode as an installed package has it (pip compiles at install time; an editable checkout under
     # PYTHONDONTWRITEBYTECODE would otherwise recompile every module on every run).
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    timings = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        timings.append((time.perf_counter() - started) * 1e3)
-    return statistics.median(timings)
+    timings: list[list[float]] = [[] for _ in argvs]
+    for round_ in range(rounds + 1):
+        for argv, found in zip(argvs, timings, strict=True):
+            started = time.perf_counter()
+            subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if round_:  # the first round only warms caches
+                found.append((time.perf_counter() - started) * 1e3)
+    return [statistics.median(found) for found in timings]
 
 
 def heavy_imports(argv: list[str]) -> list[str]:
@@ -99,7 +101,7 @@ def main() -> None:
 
         cli = [sys.executable, "-m", "repoinstall", "ensure", "-q", "--repo", str(small_root), *small_specs]
         bare = [sys.executable, "-c", "import typer"]
-        cli_ms, typer_ms = command_ms(cli, rounds), command_ms(bare, rounds)
+        cli_ms, typer_ms = commands_ms([cli, bare], rounds * 2)
         print(f"\nwarm CLI, 10 packages: {cli_ms:.1f} ms; python -c 'import typer': {typer_ms:.1f} ms; "
               f"ratio {cli_ms / typer_ms:.2f} (target <= 1.3)")
         print(f"heavy modules imported on the warm CLI path: {heavy_imports(cli) or 'none'}")

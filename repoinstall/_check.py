@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import _fs, _manifest
 from ._identity import TreeId
@@ -19,8 +19,7 @@ class State(enum.Enum):
     BROKEN = "broken"  # something at the tree path that is not this tree
 
 
-@dataclass(frozen=True, slots=True)
-class Status:
+class Status(NamedTuple):
     state: State
     record: _manifest.Record | None = None
     dist_info: str | None = None

@@ -1,15 +1,16 @@
-"""The ``repoinstall`` command line."""
+"""The ``repoinstall`` command line.
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: typer would then eval every annotation string on each run.
+"""
 
 import json
-import logging
 import os
 import sys
 from typing import Annotated, NoReturn
 
 import typer
 
+from . import _log
 from ._errors import RepoinstallError
 from ._layout import default_repo
 from ._repo import EnsureResult, Repo
@@ -26,7 +27,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-log = logging.getLogger("repoinstall")
 
 RepoOpt = Annotated[
     str | None,
@@ -48,21 +48,6 @@ def _fail(error: RepoinstallError | str, code: int | None = None) -> NoReturn:
     message = str(error)
     typer.echo(f"repoinstall: error: {message}", err=True)
     raise typer.Exit(code if code is not None else getattr(error, "exit_code", 1))
-
-
-def _setup_logging(quiet: bool, verbose: bool) -> None:
-    if log.handlers:
-        return
-    if sys.stderr.isatty():
-        from ._progress import ClearingHandler
-
-        handler: logging.Handler = ClearingHandler(sys.stderr)
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("repoinstall: %(message)s"))
-    log.addHandler(handler)
-    log.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
-    log.propagate = False
 
 
 def _repo_path(repo: str | None, quiet: bool) -> str:
@@ -139,7 +124,7 @@ def ensure(
     ] = None,
 ) -> None:
     """Install what is missing (once, cluster-wide) and print where each tree is."""
-    _setup_logging(quiet, verbose)
+    _log.configure_cli(quiet=quiet, verbose=verbose)
     from ._requirements import collect
 
     try:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, canonicalize_version
 from packaging.version import InvalidVersion, Version
 
 from ._errors import InvalidRequirement
@@ -31,36 +31,42 @@ def environment_tag() -> str:
     return f"{tag.interpreter}-{tag.abi}-{tag.platform}"
 
 
-@dataclass(frozen=True, slots=True)
-class TreeId:
-    """(environment tag, canonical name, version, extras): one immutable install tree."""
-
+class _Fields(NamedTuple):
     env: str
     name: str
     version: Version
-    extras: tuple[str, ...] = ()
-    #: The tree's own directory name: the version, with the extras when there are any.
-    leaf: str = field(init=False, compare=False, repr=False)
+    extras: tuple[str, ...]
+    #: The tree's own directory name: the canonical version (PEP 440: 1.0 and 1.0.0 are one version, so one
+    #: tree, named "1"), with the extras when there are any.
+    leaf: str
     #: The exact requirement that builds this tree.
-    pin: str = field(init=False, compare=False, repr=False)
-    version_text: str = field(init=False, compare=False, repr=False)
+    pin: str
+    version_text: str
 
-    def __post_init__(self) -> None:
-        # Computed once: Version.__str__ is slow enough to show on the warm path.
-        version = str(self.version)
-        extras = f"[{','.join(self.extras)}]" if self.extras else ""
-        object.__setattr__(self, "version_text", version)
-        object.__setattr__(self, "leaf", version + extras)
-        object.__setattr__(self, "pin", f"{self.name}{extras}=={version}")
-        if not _ENV_SAFE.match(self.env) or self.env in (".", ".."):
-            raise InvalidRequirement(f"environment tag {self.env!r} is not usable as a directory name")
-        if not _CANONICAL.match(self.name):
-            raise InvalidRequirement(f"project name {self.name!r} is not a canonical name")
-        if not _VERSION_SAFE.match(version):
-            raise InvalidRequirement(f"version {self.version!s} is not usable as a directory name")
-        for extra in self.extras:
+
+class TreeId(_Fields):
+    """(environment tag, canonical name, version, extras): one immutable install tree.
+
+    ``leaf``, ``pin`` and ``version_text`` are derived once here: ``Version.__str__`` is slow enough to show
+    on the warm path.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, env: str, name: str, version: Version, extras: tuple[str, ...] = ()) -> TreeId:
+        text = str(version)
+        canonical = canonicalize_version(version, strip_trailing_zero=True)
+        if not _ENV_SAFE.match(env) or env in (".", ".."):
+            raise InvalidRequirement(f"environment tag {env!r} is not usable as a directory name")
+        if not _CANONICAL.match(name):
+            raise InvalidRequirement(f"project name {name!r} is not a canonical name")
+        if not _VERSION_SAFE.match(canonical):
+            raise InvalidRequirement(f"version {text} is not usable as a directory name")
+        for extra in extras:
             if not _CANONICAL.match(extra):
                 raise InvalidRequirement(f"extra {extra!r} is not a canonical name")
+        shown = f"[{','.join(extras)}]" if extras else ""
+        return super().__new__(cls, env, name, version, extras, canonical + shown, f"{name}{shown}=={text}", text)
 
     def is_named(self, name: str, version: str) -> bool:
         """Whether a dist-info's (Name, Version) are this tree's project and version."""

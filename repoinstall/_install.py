@@ -6,12 +6,11 @@ lock for correctness: **the rename is the commit point; the lock only saves dupl
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from typing import TYPE_CHECKING
 
-from . import _fs, _manifest
+from . import _fs, _log, _manifest
 from ._check import State, check
 from ._errors import InstallError
 from ._layout import STAGING, TRASH, Layout
@@ -22,8 +21,6 @@ if TYPE_CHECKING:
     from ._options import InstallOptions
     from ._repo import Action, _Timing
     from ._requirements import Requested
-
-log = logging.getLogger("repoinstall")
 
 
 def install_locked(
@@ -63,7 +60,9 @@ def record_existing(layout: Layout, requested: Requested, tid: TreeId, dist_info
     dists = scan(tree)
     for dist in dists:
         if problems := check_record(tree, dist):
-            log.warning("%s: %s does not match its RECORD (%s); reinstalling", tree, dist.dist_info, problems.summary())
+            _log.logger().warning(
+                "%s: %s does not match its RECORD (%s); reinstalling", tree, dist.dist_info, problems.summary()
+            )
             return False
     installer = _fs.read_file(layout.writable_fd(), (*layout.tree_dir(tid), tid.leaf, dist_info, "INSTALLER"))
     name = (installer or b"unknown").decode("utf-8", "replace").strip() or "unknown"
@@ -83,7 +82,7 @@ def set_aside(layout: Layout, tid: TreeId) -> None:
         return
     finally:
         os.close(trash)
-    log.warning("moved a broken tree aside: %s", layout.tree_path(tid))
+    _log.logger().warning("moved a broken tree aside: %s", layout.tree_path(tid))
     _fs.remove_tree(os.path.join(layout.path(TRASH), name))
 
 
@@ -122,7 +121,7 @@ def stage_and_publish(
                 record_existing(layout, requested, tid, status.dist_info)
                 status = check(layout, tid)
             if status.state is State.PRESENT:
-                log.info("%s: a peer published it first; using theirs", tid)
+                _log.logger().info("%s: a peer published it first; using theirs", tid)
                 return "waited"
             raise InstallError(f"{tid}: {final} is taken by something that is not a valid tree")
         # After the commit point. A crash before this write leaves an unrecorded tree that the next

@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import threading
 import time
 from typing import Any, Protocol
 
-from . import _fs
+from . import _fs, _log
 from ._errors import LockTimeout
 from ._options import LockSettings
-
-log = logging.getLogger("repoinstall")
 
 #: How long one acquire attempt blocks before we look at who holds the lock and at our own deadline.
 _SLICE = 1.0
@@ -80,7 +77,9 @@ class FileTreeLock:
     def _on_compromise(self, compromise: Any) -> None:
         # Runs on the heartbeat thread. From here on a peer may hold the lock: never publish over anything.
         self.lost.set()
-        log.warning("lost the lock %s (%s); will not publish over a peer's tree", self.path, compromise.reason)
+        _log.logger().warning(
+            "lost the lock %s (%s); will not publish over a peer's tree", self.path, compromise.reason
+        )
 
     def __enter__(self) -> FileTreeLock:
         try:
@@ -104,7 +103,7 @@ class FileTreeLock:
             except Timeout:
                 self.waited = True
                 if not logged:
-                    log.info("waiting for %s: %s", self.path, self.holder())
+                    _log.logger().info("waiting for %s: %s", self.path, self.holder())
                     logged = True
                 if time.monotonic() >= deadline:
                     raise LockTimeout(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from packaging.version import InvalidVersion, Version
 
 from . import _fs
 from ._identity import TreeId
@@ -18,8 +19,7 @@ if TYPE_CHECKING:
 FORMAT = 1
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """What the manifest knows about one tree."""
 
     requirement: str
@@ -32,11 +32,11 @@ class Record:
     installer_version: str
     installed_at: str
     host: str
-    dists: tuple[dict[str, str], ...] = field(default=())
+    dists: tuple[dict[str, str], ...] = ()
     format: int = FORMAT
 
     def to_json(self) -> bytes:
-        return (json.dumps(asdict(self), sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+        return (json.dumps(self._asdict(), sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
 
     @classmethod
     def new(
@@ -45,7 +45,8 @@ class Record:
         return cls(
             requirement=requirement,
             name=tid.name,
-            version=tid.version_text,
+            # The version the project's own METADATA names (1.0 when 1.0.0 was asked: the same version).
+            version=next((d.version for d in dists if d.dist_info == dist_info), tid.version_text),
             extras=tid.extras,
             env=tid.env,
             dist_info=dist_info,
@@ -68,11 +69,20 @@ def parse(data: bytes, tid: TreeId) -> Record | None:
         record = Record(**raw)
     except (ValueError, TypeError):
         return None
-    if (record.name, record.version, record.extras, record.env) != (tid.name, tid.version_text, tid.extras, tid.env):
+    if (record.name, record.extras, record.env) != (tid.name, tid.extras, tid.env) or not _same_version(record, tid):
         return None
     if "/" in record.dist_info or record.dist_info in ("", ".", "..") or not record.dist_info.endswith(".dist-info"):
         return None
     return record
+
+
+def _same_version(record: Record, tid: TreeId) -> bool:
+    if record.version == tid.version_text:
+        return True
+    try:
+        return Version(record.version) == tid.version
+    except InvalidVersion:
+        return False
 
 
 def read(layout: Layout, tid: TreeId) -> Record | None:

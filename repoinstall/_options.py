@@ -1,14 +1,13 @@
-"""Settings values: how to lock and how to install. Plain data, cheap to import."""
+"""Settings values: how to lock and how to install. Plain immutable data (NamedTuples: cheap to import)."""
 
 from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class LockSettings:
+class LockSettings(NamedTuple):
     """Defaults fit NFS attribute caching: a peer may see a heartbeat only seconds after it was written."""
 
     stale_after: float = 120.0
@@ -28,8 +27,7 @@ class LockSettings:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class InstallOptions:
+class InstallOptions(NamedTuple):
     """Index and resolution options passed through to the installer unchanged.
 
     pip's own configuration (pip.conf, ``PIP_*``) stays in force underneath these.
@@ -41,4 +39,4 @@ class InstallOptions:
     no_index: bool = False
     constraints: tuple[str, ...] = ()
     timeout: float = 900.0
-    python: str = field(default_factory=lambda: sys.executable)
+    python: str = sys.executable

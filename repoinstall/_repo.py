@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from . import _fs, _manifest
+from . import _fs, _log, _manifest
 from ._check import State, check
 from ._errors import InstallError, InvalidInput, NotInstalled, NotPinned, RepoinstallError, RepoUnusable
 from ._identity import TreeId, environment_tag
@@ -23,13 +21,10 @@ if TYPE_CHECKING:
     from ._lock import TreeLock
     from ._options import InstallOptions
 
-log = logging.getLogger("repoinstall")
-
 Action = Literal["present", "installed", "repaired", "waited", "skipped"]
 
 
-@dataclass(frozen=True, slots=True)
-class EnsureResult:
+class EnsureResult(NamedTuple):
     """The outcome of one ensure: which tree satisfies the requirement, where it is, and what it took."""
 
     requirement: str
@@ -51,8 +46,7 @@ class EnsureResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """Reported to ``Repo(on_event=...)`` when an install starts ("start") and ends ("done")."""
 
     kind: Literal["start", "done"]
@@ -61,10 +55,14 @@ class Event:
     seconds: float = 0.0
 
 
-@dataclass(slots=True)
 class _Timing:
-    waited: float = 0.0
-    installing: float = 0.0
+    """Seconds spent waiting for the lock and installing, filled in as an install goes."""
+
+    __slots__ = ("installing", "waited")
+
+    def __init__(self) -> None:
+        self.waited = 0.0
+        self.installing = 0.0
 
 
 class Repo:
@@ -135,8 +133,10 @@ class Repo:
                 candidates.append(candidate)
         for candidate in sorted(candidates, reverse=True):
             tid = TreeId(self.env, requested.name, candidate, requested.extras)
-            if check(self._layout, tid).state is State.PRESENT:
-                return tid
+            status = check(self._layout, tid)
+            if status.state is State.PRESENT and status.record is not None:
+                # Spelled as installed ("2.0"), not as the canonical directory name ("2").
+                return TreeId(self.env, requested.name, Version(status.record.version), requested.extras)
         raise NotPinned(
             f"{requested.text!r} ({requested.source}): no installed version matches; "
             f"pin it to one version (e.g. {requested.name}{extras_suffix}==X.Y)"
@@ -193,7 +193,7 @@ class Repo:
 
     def _ensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
         if tid is None:
-            log.info("skipped %s: its marker is false here", requested.text)
+            _log.logger().info("skipped %s: its marker is false here", requested.text)
             return EnsureResult(requested.text, requested.name, None, None, "skipped")
         if (present := self._present(requested, tid)) is not None:
             return present
@@ -245,7 +245,7 @@ class Repo:
         except OSError as error:
             raise _os_error(error, self._layout.root, tid) from None
         self._emit(Event("done", str(tid), action, time.monotonic() - started))
-        log.info("%s %s (%.1fs)", action, tid, time.monotonic() - started)
+        _log.logger().info("%s %s (%.1fs)", action, tid, time.monotonic() - started)
         return action, timing
 
     def _emit(self, event: Event) -> None:

@@ -6,8 +6,7 @@ import functools
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -24,8 +23,7 @@ _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _PLAIN = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[([^\]]+)\])?\s*==\s*([A-Za-z0-9.!+_-]+)$")
 
 
-@dataclass(frozen=True, slots=True)
-class Requested:
+class Requested(NamedTuple):
     """One requirement as asked: who (canonical name, extras), which version(s), its hashes and its origin."""
 
     text: str

@@ -50,7 +50,7 @@ def test_tree_holds_the_whole_dependency_closure(repo: Path, index: IndexServer)
     assert done.returncode == 0, done.stderr
     tree = Path(document(done.stdout)["packages"][0]["path"])
     assert import_version(tree, "dep_c") == "1.0"
-    record = json.loads(next((repo / "records").rglob("1.0.json")).read_text())
+    record = json.loads(next((repo / "records").rglob("1.json")).read_text())
     assert {d["name"] for d in record["dists"]} == {"adaptor-b", "dep-c"}
     assert record["installer"] == "pip" and record["installer_version"]
     assert record["requirement"] == "adaptor-b==1.0"
@@ -60,7 +60,7 @@ def test_extras_are_part_of_the_tree_identity(repo: Path, index: IndexServer) ->
     done = run(*ensure_args(repo, index.url, "adaptor-x==1.0", "adaptor-x[fast]==1.0"))
     assert done.returncode == 0, done.stderr
     plain, fast = document(done.stdout)["packages"]
-    assert plain["path"] != fast["path"] and fast["path"].endswith("1.0[fast]")
+    assert plain["path"] != fast["path"] and fast["path"].endswith("/1[fast]")
     assert not list(Path(plain["path"]).glob("dep_c*"))
     assert import_version(fast["path"], "dep_c") == "1.0"
 
@@ -110,7 +110,7 @@ def test_hashes_are_checked_by_pip(repo: Path, index: IndexServer, tmp_path: Pat
     wrong = run(*ensure_args(repo, index.url, "-r", str(bad)))
     assert wrong.returncode == 1
     assert "HASH" in wrong.stderr.upper()
-    assert not (repo / "trees" / document(ok.stdout)["env"] / "adaptor-h" / "1.0").exists()
+    assert not list((repo / "trees").rglob("adaptor-h/*"))
 
 
 def test_pip_failure_exits_1_with_pips_words_and_changes_nothing(repo: Path, index: IndexServer) -> None:
@@ -131,7 +131,7 @@ def test_pip_failure_exits_1_with_pips_words_and_changes_nothing(repo: Path, ind
 
 def test_crash_between_publish_and_record_is_repaired_without_pip(repo: Path, index: IndexServer) -> None:
     done = run(*ensure_args(repo, index.url, "adaptor-b==1.0"))
-    record = next((repo / "records").rglob("1.0.json"))
+    record = next((repo / "records").rglob("1.json"))
     original = json.loads(record.read_text())
     record.unlink()  # as if the installer died right after the rename
     repaired = run(*ensure_args(repo, index.url, "adaptor-b==1.0"))
@@ -145,7 +145,7 @@ def test_crash_between_publish_and_record_is_repaired_without_pip(repo: Path, in
 def test_tampered_unrecorded_tree_is_reinstalled(repo: Path, index: IndexServer) -> None:
     done = run(*ensure_args(repo, index.url, "adaptor-a==1.0"))
     tree = Path(document(done.stdout)["packages"][0]["path"])
-    next((repo / "records").rglob("1.0.json")).unlink()
+    next((repo / "records").rglob("1.json")).unlink()
     (tree / "adaptor_a" / "__init__.py").write_text("VERSION = 'tampered'\n")
     fixed = run(*ensure_args(repo, index.url, "adaptor-a==1.0"))
     assert fixed.returncode == 0, fixed.stderr
@@ -181,7 +181,7 @@ def test_planted_symlink_is_never_followed_out_of_the_repo(repo: Path, index: In
     assert "symlink" in planted.stderr and str(name_dir) in planted.stderr
     assert [p.name for p in outside.iterdir()] == ["keep.txt"]
     # A symlink where a tree should be is set aside, never followed or deleted through.
-    leaf = repo / "trees" / env / "adaptor-e" / "1.0"
+    leaf = repo / "trees" / env / "adaptor-e" / "1"
     leaf.parent.mkdir(parents=True)
     leaf.symlink_to(outside, target_is_directory=True)
     replaced = run(*ensure_args(repo, index.url, "adaptor-e==1.0"))
@@ -215,3 +215,13 @@ def test_install_timeout_bounds_pip(repo: Path, index: IndexServer) -> None:
     assert "did not finish within 1s" in done.stderr
     assert not list((repo / "trees").rglob("slow*")) and not list((repo / "records").rglob("slow*"))
     assert not any(p for p in (repo / "staging").rglob("*") if p.is_dir() and p.parent.parent.name == "staging")
+
+
+def test_one_version_spelled_two_ways_is_one_tree(repo: Path, index: IndexServer) -> None:
+    first = run(*ensure_args(repo, index.url, "adaptor-a==1.0"))
+    second = run(*ensure_args(repo, index.url, "adaptor-a==1.0.0", "Adaptor_A==1"))
+    assert second.returncode == 0, second.stderr
+    assert actions(second.stdout) == ["present", "present"]
+    paths = {p["path"] for p in document(first.stdout)["packages"] + document(second.stdout)["packages"]}
+    assert len(paths) == 1 and paths.pop().endswith("/adaptor-a/1")
+    assert index.downloads("adaptor_a") == 1

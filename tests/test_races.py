@@ -42,7 +42,7 @@ def test_two_packages_from_two_processes_both_survive(repo: Path, index: IndexSe
     pods += [start(*ensure_args(repo, index.url, spec)) for spec in ("adaptor-b==1.0", "adaptor-a==1.0")]
     assert all(finish(pod)[0] == 0 for pod in pods)
     records = sorted(p.relative_to(repo / "records").parts[1:] for p in (repo / "records").rglob("*.json"))
-    assert records == [("adaptor-a", "1.0.json"), ("adaptor-b", "1.0.json")]
+    assert records == [("adaptor-a", "1.json"), ("adaptor-b", "1.json")]
     assert index.downloads("adaptor_a") == 1 and index.downloads("adaptor_b") == 1
 
 
@@ -78,7 +78,7 @@ def test_paused_holder_resumes_and_keeps_the_peers_tree(repo: Path, index: Index
     assert code == 0, err
     assert actions(out) == ["installed"]
     tree = Path(document(out)["packages"][0]["path"])
-    record = next((repo / "records").rglob("1.0.json"))
+    record = next((repo / "records").rglob("1.json"))
     before = (tree.stat().st_ino, record.read_bytes(), sorted(p.name for p in tree.rglob("*")))
     signal_group(first, signal.SIGCONT)
     code, out, err = finish(first)
@@ -98,9 +98,9 @@ def test_two_racing_no_lock_runs_leave_one_valid_tree(repo: Path, index: IndexSe
     assert index.downloads("adaptor_a-1.0") == 2  # both did the work: --no-lock only wastes it
     assert sorted(actions(out)[0] for _, out, _ in outcomes) == ["installed", "waited"]
     tree = Path(document(outcomes[0][1])["packages"][0]["path"])
-    assert [p.name for p in tree.parent.iterdir()] == ["1.0"]
+    assert [p.name for p in tree.parent.iterdir()] == ["1"]
     assert import_version(tree, "adaptor_a") == "1.0"
-    record = json.loads(next((repo / "records").rglob("1.0.json")).read_text())
+    record = json.loads(next((repo / "records").rglob("1.json")).read_text())
     assert record["version"] == "1.0"
 
 
