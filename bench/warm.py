@@ -74,7 +74,8 @@ def commands_ms(argvs: list[list[str]], rounds: int) -> list[float]:
 
 
 def heavy_imports(argv: list[str]) -> list[str]:
-    done = subprocess.run([sys.executable, "-X", "importtime", *argv[1:]], capture_output=True, text=True, check=True)
+    module = [sys.executable, "-X", "importtime", "-m", "repoinstall"]
+    done = subprocess.run([*module, *argv[argv.index("ensure") :]], capture_output=True, text=True, check=True)
     names = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if "|" in line}
     return sorted(names & {"httpx", "filelock", "pip", "httpcore", "rich", "concurrent"})
 
@@ -99,7 +100,10 @@ def main() -> None:
         ratio = per[(large, 10)] / per[(10, 10)]
         print(f"large/small repo ratio (10 asked): {ratio:.2f}  (target <= 1.5; <= 50 us/package)")
 
-        cli = [sys.executable, "-m", "repoinstall", "ensure", "-q", "--repo", str(small_root), *small_specs]
+        # The console script pip installs, as users run it (else python -m repoinstall).
+        script = Path(sys.executable).with_name("repoinstall")
+        entry = [str(script)] if script.is_file() else [sys.executable, "-m", "repoinstall"]
+        cli = [*entry, "ensure", "-q", "--repo", str(small_root), *small_specs]
         bare = [sys.executable, "-c", "import typer"]
         cli_ms, typer_ms = commands_ms([cli, bare], rounds * 2)
         print(f"\nwarm CLI, 10 packages: {cli_ms:.1f} ms; python -c 'import typer': {typer_ms:.1f} ms; "

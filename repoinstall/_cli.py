@@ -242,10 +242,19 @@ def list_(repo: RepoOpt = None, as_json: JsonOpt = False) -> None:
         typer.echo(f"{row['name']}{extras}=={row['version']}  {row['env']}  {row['installed_at']}  {row['path']}")
 
 
+def _terminated(signum: int, frame: object) -> None:
+    # Kubernetes stops a pod with SIGTERM: unwind like Ctrl-C, so pip is killed, the staging dir removed and
+    # the lock released at once, instead of peers waiting out the stale threshold.
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     """Entry point: usage errors are one line and exit 2, like every other bad input."""
+    import signal
+
     from typer.exceptions import Abort, TyperException
 
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         code = app(prog_name="repoinstall", standalone_mode=False)
     except Abort:

@@ -20,14 +20,20 @@ _ENV_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 @functools.cache
 def environment_tag() -> str:
-    """interpreter-abi-platform of this Python, its most specific ``packaging.tags`` tag.
+    """interpreter-abi-platform of this Python: the first (most specific) tag ``packaging.tags.sys_tags()`` gives.
 
     A tree is built by and for one such tag, so a tree built in one container image is never imported by an
     image with another interpreter, ABI or platform (glibc level included).
     """
-    from packaging.tags import sys_tags
+    from packaging import tags
 
-    tag = next(iter(sys_tags()))
+    # sys_tags() lists every platform (all glibc levels) before its first tag; only the first is needed, and
+    # it is the same tag (a test compares them).
+    platforms = [next(iter(tags.platform_tags()))]
+    if tags.interpreter_name() == "cp":
+        tag = next(iter(tags.cpython_tags(platforms=platforms)))
+    else:
+        tag = next(iter(tags.generic_tags(platforms=platforms)))
     return f"{tag.interpreter}-{tag.abi}-{tag.platform}"
 
 

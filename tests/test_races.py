@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 from pathlib import Path
 
 from helpers import (
@@ -147,3 +148,21 @@ def test_wait_timeout_exits_3_and_names_the_holder(repo: Path, index: IndexServe
     code, out, err = finish(holder)
     assert code == 0, err
     assert actions(out) == ["installed"]
+
+
+def test_sigterm_releases_the_lock_and_cleans_up_at_once(repo: Path, index: IndexServer) -> None:
+    index.delays["slow_pkg"] = 3.0
+    slow_lock = ["--stale-after", "600", "--heartbeat", "1"]  # a lock left held would outlast the waiter
+    holder = start(*ensure_args(repo, index.url, "slow-pkg==1.0", fast=False), *slow_lock)
+    index.wait_for_download("slow_pkg")
+    waiter = start(*ensure_args(repo, index.url, "slow-pkg==1.0", fast=False), *slow_lock, "--wait-timeout", "60")
+    time.sleep(1.0)
+    holder.send_signal(signal.SIGTERM)  # the pod is being deleted: only the main process gets it
+    code, _, err = finish(holder)
+    assert code == 143, err
+    assert "Traceback" not in err
+    code, out, err = finish(waiter)
+    assert code == 0, err
+    assert actions(out) == ["installed"]
+    staging = [p for p in (repo / "staging").rglob("*") if p.parent.parent.name == "staging"]
+    assert staging == [], staging
