@@ -20,7 +20,7 @@ import time
 from typing import Any, Protocol
 
 from . import _fs, _log
-from ._errors import LockTimeout
+from ._errors import InstallError, LockTimeout
 from ._options import LockSettings
 
 #: How long one acquire attempt blocks before we look at who holds the lock and at our own deadline.
@@ -90,8 +90,16 @@ class FileTreeLock:
         return self
 
     def _acquire(self) -> None:
-        from filelock import Timeout
+        from filelock import SoftFileLockProtocolError, Timeout
 
+        try:
+            self._wait_and_take(Timeout)
+        except SoftFileLockProtocolError as error:
+            raise InstallError(
+                f"lock {self.path} is unreadable ({error}); if no installer is running, remove {self.path}.rw"
+            ) from None
+
+    def _wait_and_take(self, timeout_error: type[Exception]) -> None:
         started = time.monotonic()
         deadline = started + self._settings.wait_timeout
         logged = False
@@ -100,7 +108,7 @@ class FileTreeLock:
             try:
                 self._lock.acquire_write(timeout=max(0.0, min(_SLICE, remaining)))
                 break
-            except Timeout:
+            except timeout_error:
                 self.waited = True
                 if not logged:
                     _log.logger().info("waiting for %s: %s", self.path, self.holder())

@@ -292,4 +292,4 @@ def _os_error(error: OSError, root: str, tid: TreeId) -> RepoinstallError:
         return RepoUnusable(f"repo {root} is read-only: cannot install {tid}")
     if error.errno in (errno.EACCES, errno.EPERM):
         return RepoUnusable(f"repo {root}: permission denied at {error.filename or root}")
-    return InstallError(f"{tid}: {error.strerror} ({error.filename or root})")
+    return InstallError(f"{tid}: {error.strerror or error} ({error.filename or root})")

@@ -225,3 +225,15 @@ def test_one_version_spelled_two_ways_is_one_tree(repo: Path, index: IndexServer
     paths = {p["path"] for p in document(first.stdout)["packages"] + document(second.stdout)["packages"]}
     assert len(paths) == 1 and paths.pop().endswith("/adaptor-a/1")
     assert index.downloads("adaptor_a") == 1
+
+
+def test_corrupt_lock_state_is_a_clear_error_naming_it(repo: Path, index: IndexServer) -> None:
+    done = run(*ensure_args(repo, index.url, "adaptor-a==1.0"))
+    shutil.rmtree(Path(document(done.stdout)["packages"][0]["path"]))
+    lock_dir = next((repo / "locks").rglob("1.lock.rw"))
+    for generation in (lock_dir / "gen").glob("0*"):
+        generation.write_text("garbage\n")
+    broken = run(*ensure_args(repo, index.url, "adaptor-a==1.0"))
+    assert broken.returncode == 1
+    lines = broken.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(lock_dir) in lines[0] and "Traceback" not in broken.stderr
