@@ -22,10 +22,10 @@ from pathlib import Path
 from packaging.version import Version
 
 from repoinstall import Repo
-from repoinstall._identity import TreeId, environment_tag
-from repoinstall._manifest import Record, write
 from repoinstall._dists import Dist
+from repoinstall._identity import TreeId, environment_tag
 from repoinstall._layout import Layout
+from repoinstall._manifest import Record, write
 
 
 def populate(root: Path, count: int) -> list[str]:
@@ -106,8 +106,10 @@ def main() -> None:
         cli = [*entry, "ensure", "-q", "--repo", str(small_root), *small_specs]
         bare = [sys.executable, "-c", "import typer"]
         cli_ms, typer_ms = commands_ms([cli, bare], rounds * 2)
-        print(f"\nwarm CLI, 10 packages: {cli_ms:.1f} ms; python -c 'import typer': {typer_ms:.1f} ms; "
-              f"ratio {cli_ms / typer_ms:.2f} (target <= 1.3)")
+        print(
+            f"\nwarm CLI, 10 packages: {cli_ms:.1f} ms; python -c 'import typer': {typer_ms:.1f} ms; "
+            f"ratio {cli_ms / typer_ms:.2f} (target <= 1.3)"
+        )
         print(f"heavy modules imported on the warm CLI path: {heavy_imports(cli) or 'none'}")
 
 

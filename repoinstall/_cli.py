@@ -190,8 +190,8 @@ def ensure(
                 typer.echo(f"skipped    {result.requirement} (marker is false)")
             else:
                 typer.echo(f"{result.action:<10} {result.name}=={result.version}  {result.path}")
-    for _, error in errors:
-        typer.echo(f"repoinstall: error: {error}", err=True)
+    for _, failure in errors:
+        typer.echo(f"repoinstall: error: {failure}", err=True)
     if errors:
         raise typer.Exit(errors[0][1].exit_code)
 
