@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from typing import NamedTuple
 
 from packaging.utils import canonicalize_name, canonicalize_version
@@ -31,7 +32,11 @@ def environment_tag() -> str:
     # it is the same tag (a test compares them).
     platforms = [next(iter(tags.platform_tags()))]
     if tags.interpreter_name() == "cp":
-        tag = next(iter(tags.cpython_tags(platforms=platforms)))
+        # CPython's ABI tag is cp<version><abiflags>; deriving it from sys.abiflags spares loading all of
+        # sysconfig's build data, which is what packaging reads it from (a test checks they agree).
+        major, minor = sys.version_info[:2]
+        abis = [f"cp{major}{minor}{sys.abiflags}"] if hasattr(sys, "abiflags") else None
+        tag = next(iter(tags.cpython_tags(abis=abis, platforms=platforms)))
     else:
         tag = next(iter(tags.generic_tags(platforms=platforms)))
     return f"{tag.interpreter}-{tag.abi}-{tag.platform}"
