@@ -7,9 +7,14 @@ import csv
 import hashlib
 import io
 import os
+import posixpath
 from dataclasses import dataclass
 
 from ._metadata import parse_metadata
+
+#: pip --target installs into a temporary home scheme (purelib ``lib/python``, scripts ``bin``) and moves it
+#: into the target, so RECORD paths are relative to ``lib/python``: ``../../bin/tool`` is the tree's ``bin/tool``.
+_TARGET_PURELIB = "lib/python"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,60 +48,93 @@ def scan(tree: str) -> list[Dist]:
 
 @dataclass(frozen=True, slots=True)
 class RecordProblems:
-    """What a RECORD check found wrong: files missing, files whose hash or size differs."""
+    """What a RECORD check found wrong: files missing, files whose hash or size differs, files nobody recorded."""
 
     missing: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.changed)
+        return bool(self.missing or self.changed or self.extra)
 
     def summary(self) -> str:
-        parts = []
-        if self.missing:
-            parts.append(f"{len(self.missing)} missing (e.g. {self.missing[0]})")
-        if self.changed:
-            parts.append(f"{len(self.changed)} changed (e.g. {self.changed[0]})")
+        parts = [
+            f"{len(files)} {label} (e.g. {files[0]})"
+            for label, files in (("missing", self.missing), ("changed", self.changed), ("extra", self.extra))
+            if files
+        ]
         return ", ".join(parts) or "ok"
 
 
-def check_record(tree: str, dist: Dist) -> RecordProblems:
-    """Check every hashed RECORD entry of ``dist`` that lies inside ``tree`` against the file on disk."""
-    record_path = os.path.join(tree, dist.dist_info, "RECORD")
+def tree_relative(recorded: str) -> str | None:
+    """Where a RECORD path lies in a --target tree, or ``None`` if it points outside the tree."""
+    path = posixpath.normpath(posixpath.join(_TARGET_PURELIB, recorded.replace("\\", "/")))
+    if path.startswith(_TARGET_PURELIB + "/"):
+        return path[len(_TARGET_PURELIB) + 1 :]
+    if posixpath.isabs(path) or path == ".." or path.startswith("../") or path.startswith(_TARGET_PURELIB):
+        return None
+    return path
+
+
+def _entries(tree: str, dist: Dist) -> list[list[str]] | None:
     try:
-        with open(record_path, "rb") as handle:
-            text = handle.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return RecordProblems(missing=(f"{dist.dist_info}/RECORD",))
+        with open(os.path.join(tree, dist.dist_info, "RECORD"), "rb") as handle:
+            return list(csv.reader(io.StringIO(handle.read().decode("utf-8"))))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+
+
+def check_tree(tree: str, dists: list[Dist], *, extra: bool = True) -> RecordProblems:
+    """Check all ``dists`` of a tree against their RECORDs and, with ``extra``, find files none of them lists."""
     missing: list[str] = []
     changed: list[str] = []
+    recorded: set[str] = set()
     root = os.path.realpath(tree)
-    for row in csv.reader(io.StringIO(text)):
-        if len(row) < 2 or not row[1]:
-            continue  # RECORD itself and unhashed entries
-        relative = row[0]
-        # Scripts land outside the --target lib dir ("../../bin/x"); they are not part of what we verify.
-        if os.path.isabs(relative) or ".." in relative.replace("\\", "/").split("/"):
+    for dist in dists:
+        rows = _entries(tree, dist)
+        if rows is None:
+            missing.append(f"{dist.dist_info}/RECORD")
             continue
-        path = os.path.join(tree, relative)
-        if os.path.islink(path) or not os.path.realpath(path).startswith(root + os.sep):
-            changed.append(relative)
-            continue
-        algorithm, _, expected = row[1].partition("=")
-        try:
-            digest = hashlib.new(algorithm)
-            with open(path, "rb") as handle:
-                size = 0
-                while chunk := handle.read(1 << 20):
-                    digest.update(chunk)
-                    size += len(chunk)
-        except FileNotFoundError:
-            missing.append(relative)
-            continue
-        except (OSError, ValueError):
-            changed.append(relative)
-            continue
-        actual = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
-        if actual != expected or (len(row) > 2 and row[2] and row[2] != str(size)):
-            changed.append(relative)
-    return RecordProblems(tuple(missing), tuple(changed))
+        for row in rows:
+            if not row or (relative := tree_relative(row[0])) is None:
+                continue
+            recorded.add(relative)
+            problem = _check_file(tree, root, relative, row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else "")
+            if problem == "missing":
+                missing.append(relative)
+            elif problem == "changed":
+                changed.append(relative)
+    found_extra: list[str] = []
+    if extra:
+        for directory, subdirs, files in os.walk(tree):
+            subdirs.sort()
+            for name in sorted(files):
+                relative = os.path.relpath(os.path.join(directory, name), tree)
+                if relative not in recorded:
+                    found_extra.append(relative)
+    return RecordProblems(tuple(missing), tuple(changed), tuple(found_extra))
+
+
+def _check_file(tree: str, root: str, relative: str, hash_field: str, size_field: str) -> str | None:
+    path = os.path.join(tree, relative)
+    if os.path.islink(path) or not os.path.realpath(path).startswith(root + os.sep):
+        return "changed"  # a symlink where a file was installed: never followed
+    if not hash_field:
+        # RECORD itself and pip's compiled bytecode carry no hash: they must only exist.
+        return None if os.path.isfile(path) or relative.endswith("/RECORD") else "missing"
+    algorithm, _, expected = hash_field.partition("=")
+    try:
+        digest = hashlib.new(algorithm)
+        size = 0
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, ValueError):
+        return "changed"
+    actual = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
+    if actual != expected or (size_field and size_field != str(size)):
+        return "changed"
+    return None

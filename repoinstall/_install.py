@@ -54,16 +54,13 @@ def install_locked(
 
 def record_existing(layout: Layout, requested: Requested, tid: TreeId, dist_info: str) -> bool:
     """Write the record of a published tree that has none, if every RECORD hash in it checks out."""
-    from ._dists import check_record, scan
+    from ._dists import check_tree, scan
 
     tree = layout.tree_path(tid)
     dists = scan(tree)
-    for dist in dists:
-        if problems := check_record(tree, dist):
-            _log.logger().warning(
-                "%s: %s does not match its RECORD (%s); reinstalling", tree, dist.dist_info, problems.summary()
-            )
-            return False
+    if problems := check_tree(tree, dists):
+        _log.logger().warning("%s does not match its RECORDs (%s); reinstalling", tree, problems.summary())
+        return False
     installer = _fs.read_file(layout.writable_fd(), (*layout.tree_dir(tid), tid.leaf, dist_info, "INSTALLER"))
     name = (installer or b"unknown").decode("utf-8", "replace").strip() or "unknown"
     _manifest.write(layout, tid, _manifest.Record.new(tid, requested.text, dist_info, dists, name, "unknown"))
@@ -90,7 +87,7 @@ def stage_and_publish(
     layout: Layout, options: InstallOptions | None, requested: Requested, tid: TreeId, lock: TreeLock
 ) -> Action:
     from . import _pip
-    from ._dists import check_record, scan
+    from ._dists import check_tree, scan
     from ._options import InstallOptions
     from ._publish import publish
 
@@ -104,9 +101,8 @@ def stage_and_publish(
         own = [d for d in dists if tid.is_named(d.name, d.version)]
         if not own:
             raise InstallError(f"{tid}: pip finished but the staged tree has no {tid.name} {tid.version} dist-info")
-        for dist in dists:
-            if problems := check_record(target, dist):
-                raise InstallError(f"{tid}: staged tree does not match RECORD: {problems.summary()}")
+        if problems := check_tree(target, dists):
+            raise InstallError(f"{tid}: staged tree does not match its RECORDs: {problems.summary()}")
         record = _manifest.Record.new(tid, requested.text, own[0].dist_info, dists, "pip", _pip.installer_version())
         final = layout.tree_path(tid)
         os.close(_fs.make_dirs(layout.writable_fd(), layout.tree_dir(tid), layout.root))
