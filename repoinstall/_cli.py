@@ -6,7 +6,7 @@ No ``from __future__ import annotations`` here: typer would then eval every anno
 import json
 import os
 import sys
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -14,6 +14,9 @@ from . import _log
 from ._errors import RepoinstallError
 from ._layout import default_repo
 from ._repo import EnsureResult, Repo
+
+if TYPE_CHECKING:
+    from ._options import InstallOptions
 
 EXIT_CODES = """\
 Exit codes: 0 ok; 1 install failed (pip error, disk full, not installed);
@@ -59,6 +62,82 @@ def _repo_path(repo: str | None, quiet: bool) -> str:
     return path
 
 
+StaleOpt = Annotated[
+    float,
+    typer.Option(
+        "--stale-after",
+        envvar="REPOINSTALL_STALE_AFTER",
+        metavar="SECONDS",
+        help="Take over a lock whose heartbeat stopped this long ago.",
+    ),
+]
+HeartbeatOpt = Annotated[
+    float,
+    typer.Option(
+        "--heartbeat", envvar="REPOINSTALL_HEARTBEAT", metavar="SECONDS", help="How often a holder refreshes its lock."
+    ),
+]
+WaitOpt = Annotated[
+    float,
+    typer.Option(
+        "--wait-timeout",
+        envvar="REPOINSTALL_WAIT_TIMEOUT",
+        metavar="SECONDS",
+        help="Give up waiting for a lock (exit 3).",
+    ),
+]
+NoLockOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-lock",
+        envvar="REPOINSTALL_NO_LOCK",
+        help="Take no locks (one node only): staging and atomic publish stay.",
+    ),
+]
+InstallTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--install-timeout", envvar="REPOINSTALL_INSTALL_TIMEOUT", metavar="SECONDS", help="Bound one pip run."
+    ),
+]
+IndexUrlOpt = Annotated[str | None, typer.Option("--index-url", "-i", metavar="URL", help="Passed to pip.")]
+ExtraIndexOpt = Annotated[
+    list[str] | None, typer.Option("--extra-index-url", metavar="URL", help="Passed to pip.", show_default=False)
+]
+FindLinksOpt = Annotated[
+    list[str] | None, typer.Option("--find-links", "-f", metavar="LOCATION", help="Passed to pip.", show_default=False)
+]
+NoIndexOpt = Annotated[bool, typer.Option("--no-index", help="Passed to pip.")]
+ConstraintOpt = Annotated[
+    list[str] | None, typer.Option("--constraint", "-c", metavar="FILE", help="Passed to pip.", show_default=False)
+]
+
+
+def _install_options(
+    index_url: str | None,
+    extra_index_url: list[str] | None,
+    find_links: list[str] | None,
+    no_index: bool,
+    constraint: list[str] | None,
+    install_timeout: float,
+) -> "InstallOptions":
+    from ._options import InstallOptions
+
+    for path in constraint or []:
+        if not os.path.isfile(path):
+            _fail(f"{path}: constraints file not found", 2)
+    if install_timeout <= 0:
+        _fail(f"--install-timeout must be positive, got {install_timeout}", 2)
+    return InstallOptions(
+        index_url,
+        tuple(extra_index_url or ()),
+        tuple(find_links or ()),
+        no_index,
+        tuple(constraint or ()),
+        install_timeout,
+    )
+
+
 @app.command(epilog=EXIT_CODES)
 def ensure(
     specs: SpecsArg = None,
@@ -70,58 +149,16 @@ def ensure(
     jobs: Annotated[
         int, typer.Option("--jobs", "-j", envvar="REPOINSTALL_JOBS", help="Install this many different trees at once.")
     ] = 4,
-    no_lock: Annotated[
-        bool,
-        typer.Option(
-            "--no-lock",
-            envvar="REPOINSTALL_NO_LOCK",
-            help="Take no locks (one node only): staging and atomic publish stay.",
-        ),
-    ] = False,
-    stale_after: Annotated[
-        float,
-        typer.Option(
-            "--stale-after",
-            envvar="REPOINSTALL_STALE_AFTER",
-            metavar="SECONDS",
-            help="Take over a lock whose heartbeat stopped this long ago.",
-        ),
-    ] = 120.0,
-    heartbeat: Annotated[
-        float,
-        typer.Option(
-            "--heartbeat",
-            envvar="REPOINSTALL_HEARTBEAT",
-            metavar="SECONDS",
-            help="How often a holder refreshes its lock.",
-        ),
-    ] = 20.0,
-    wait_timeout: Annotated[
-        float,
-        typer.Option(
-            "--wait-timeout",
-            envvar="REPOINSTALL_WAIT_TIMEOUT",
-            metavar="SECONDS",
-            help="Give up waiting for a lock (exit 3).",
-        ),
-    ] = 1800.0,
-    install_timeout: Annotated[
-        float,
-        typer.Option(
-            "--install-timeout", envvar="REPOINSTALL_INSTALL_TIMEOUT", metavar="SECONDS", help="Bound one pip run."
-        ),
-    ] = 900.0,
-    index_url: Annotated[str | None, typer.Option("--index-url", "-i", help="Passed to pip.")] = None,
-    extra_index_url: Annotated[
-        list[str] | None, typer.Option("--extra-index-url", help="Passed to pip.", show_default=False)
-    ] = None,
-    find_links: Annotated[
-        list[str] | None, typer.Option("--find-links", "-f", help="Passed to pip.", show_default=False)
-    ] = None,
-    no_index: Annotated[bool, typer.Option("--no-index", help="Passed to pip.")] = False,
-    constraint: Annotated[
-        list[str] | None, typer.Option("--constraint", "-c", metavar="FILE", help="Passed to pip.", show_default=False)
-    ] = None,
+    no_lock: NoLockOpt = False,
+    stale_after: StaleOpt = 120.0,
+    heartbeat: HeartbeatOpt = 20.0,
+    wait_timeout: WaitOpt = 1800.0,
+    install_timeout: InstallTimeoutOpt = 900.0,
+    index_url: IndexUrlOpt = None,
+    extra_index_url: ExtraIndexOpt = None,
+    find_links: FindLinksOpt = None,
+    no_index: NoIndexOpt = False,
+    constraint: ConstraintOpt = None,
 ) -> None:
     """Install what is missing (once, cluster-wide) and print where each tree is."""
     _log.configure_cli(quiet=quiet, verbose=verbose)
@@ -133,21 +170,7 @@ def ensure(
         _fail(error)
     if not wanted:
         _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
-    for path in constraint or []:
-        if not os.path.isfile(path):
-            _fail(f"{path}: constraints file not found", 2)
-    if install_timeout <= 0:
-        _fail(f"--install-timeout must be positive, got {install_timeout}", 2)
-    from ._options import InstallOptions
-
-    options = InstallOptions(
-        index_url,
-        tuple(extra_index_url or ()),
-        tuple(find_links or ()),
-        no_index,
-        tuple(constraint or ()),
-        install_timeout,
-    )
+    options = _install_options(index_url, extra_index_url, find_links, no_index, constraint, install_timeout)
     progress = None
     if sys.stderr.isatty() and not (quiet or as_json):
         from ._progress import Progress
@@ -194,6 +217,76 @@ def ensure(
         typer.echo(f"repoinstall: error: {failure}", err=True)
     if errors:
         raise typer.Exit(errors[0][1].exit_code)
+
+
+@app.command(epilog=EXIT_CODES)
+def verify(
+    specs: SpecsArg = None,
+    all_trees: Annotated[
+        bool, typer.Option("--all", help="Every tree in the repo (the default without SPEC).")
+    ] = False,
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Re-record or reinstall what is broken, under its lock.")
+    ] = False,
+    repo: RepoOpt = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    no_lock: NoLockOpt = False,
+    stale_after: StaleOpt = 120.0,
+    heartbeat: HeartbeatOpt = 20.0,
+    wait_timeout: WaitOpt = 1800.0,
+    install_timeout: InstallTimeoutOpt = 900.0,
+    index_url: IndexUrlOpt = None,
+    extra_index_url: ExtraIndexOpt = None,
+    find_links: FindLinksOpt = None,
+    no_index: NoIndexOpt = False,
+    constraint: ConstraintOpt = None,
+) -> None:
+    """Check trees file by file against their RECORD hashes and manifest records; exit 1 if any is wrong."""
+    _log.configure_cli(quiet=quiet, verbose=verbose)
+    from ._requirements import parse_spec
+
+    if specs and all_trees:
+        _fail("give SPEC arguments or --all, not both", 2)
+    options = _install_options(index_url, extra_index_url, find_links, no_index, constraint, install_timeout)
+    repaired: list[dict[str, str]] = []
+    failed: list[str] = []
+    try:
+        wanted = [parse_spec(spec) for spec in specs or []]
+        with Repo(
+            _repo_path(repo, True),
+            lock=not no_lock,
+            stale_after=stale_after,
+            heartbeat=heartbeat,
+            wait_timeout=wait_timeout,
+            install=options,
+        ) as store:
+            reports = store.verify(wanted)
+            for report in reports:
+                if repair and not report.ok:
+                    try:
+                        repaired.append({"tree": report.tid.pin, "env": report.tid.env, "action": store.repair(report)})
+                    except RepoinstallError as error:
+                        failed.append(str(error))
+            root = store.path
+    except RepoinstallError as error:
+        _fail(error)
+    if as_json:
+        document = {"repo": root, "trees": [r.as_dict() for r in reports], "repaired": repaired}
+        typer.echo(json.dumps(document, indent=2))
+    elif not quiet:
+        for report in reports:
+            detail = report.problems.summary() if report.problems else "; ".join(report.notes)
+            line = f"{report.status:<10} {report.tid.pin}  {report.tid.env}  {report.path}"
+            typer.echo(line if report.ok else f"{line}\n           {detail}")
+        for done in repaired:
+            typer.echo(f"{done['action']:<10} {done['tree']}  (repair)")
+    for message in failed:
+        typer.echo(f"repoinstall: error: {message}", err=True)
+    broken = [r for r in reports if not r.ok]
+    if failed or (broken and not repair):
+        raise typer.Exit(1)
 
 
 @app.command(epilog=EXIT_CODES)

@@ -73,8 +73,11 @@ def make_dirs(dir_fd: int, parts: Sequence[str], where: str) -> int:
     fd = os.dup(dir_fd)
     try:
         for index, part in enumerate(parts):
-            with contextlib.suppress(FileExistsError):
+            try:
                 os.mkdir(part, DIR_MODE, dir_fd=fd)
+                created = True
+            except FileExistsError:
+                created = False
             try:
                 nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as error:
@@ -84,10 +87,19 @@ def make_dirs(dir_fd: int, parts: Sequence[str], where: str) -> int:
                 raise
             os.close(fd)
             fd = nxt
+            if created:
+                set_group_mode(fd, DIR_MODE)
         return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def set_group_mode(fd: int, mode: int) -> None:
+    """Give a file or directory we created its intended mode despite the umask (pods of one fsGroup share it)."""
+    # Not ours to change (another UID made it) is fine: nothing to fix then.
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, mode)
 
 
 def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
@@ -96,6 +108,7 @@ def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd)
     try:
         try:
+            set_group_mode(fd, FILE_MODE)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]

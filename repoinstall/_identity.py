@@ -79,6 +79,19 @@ class TreeId(_Fields):
         shown = f"[{','.join(extras)}]" if extras else ""
         return super().__new__(cls, env, name, version, extras, canonical + shown, f"{name}{shown}=={text}", text)
 
+    @classmethod
+    def from_leaf(cls, env: str, name: str, leaf: str) -> TreeId | None:
+        """The tree a directory or file name found in the repo stands for; ``None`` if it is not one of ours."""
+        version, bracket, rest = leaf.partition("[")
+        if bracket and not rest.endswith("]"):
+            return None
+        extras = tuple(e for e in rest[:-1].split(",") if e) if bracket else ()
+        try:
+            tid = cls(env, name, Version(version), extras)
+        except (InvalidVersion, InvalidRequirement):
+            return None
+        return tid if tid.leaf == leaf else None
+
     def is_named(self, name: str, version: str) -> bool:
         """Whether a dist-info's (Name, Version) are this tree's project and version."""
         try:

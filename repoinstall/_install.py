@@ -6,6 +6,7 @@ lock for correctness: **the rename is the commit point; the lock only saves dupl
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import TYPE_CHECKING
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 from . import _fs, _log, _manifest
 from ._check import State, check
 from ._errors import InstallError
-from ._layout import STAGING, TRASH, Layout
+from ._layout import OWNER_NOTE, STAGING, TRASH, Layout
 
 if TYPE_CHECKING:
     from ._identity import TreeId
@@ -131,13 +132,52 @@ def stage_and_publish(
 def new_staging(layout: Layout, tid: TreeId) -> str:
     """A fresh, private staging dir on the repo's filesystem, so publishing is a rename, never a copy.
 
-    Its name carries the tree, host and pid, so an operator (and gc) can tell whose it is.
+    Its name carries the tree, host and pid, and ``owner.json`` inside says whose it is, so gc can tell a
+    crashed installer's leftovers from a live one's.
     """
     parent = _fs.make_dirs(layout.writable_fd(), (STAGING, tid.env), layout.root)
     try:
-        host = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.uname().nodename)[:40]
-        name = f"{tid.name}-{tid.leaf}.{host}.{os.getpid()}.{os.urandom(4).hex()}"
+        host = os.uname().nodename
+        safe_host = "".join(c if c.isalnum() or c in "-_" else "_" for c in host)[:40]
+        name = f"{tid.name}-{tid.leaf}.{safe_host}.{os.getpid()}.{os.urandom(4).hex()}"
         os.mkdir(name, _fs.DIR_MODE, dir_fd=parent)
+        directory = _fs.open_dir(parent, (name,))
+        assert directory is not None
+        try:
+            _fs.set_group_mode(directory, _fs.DIR_MODE)
+            note = {
+                "env": tid.env,
+                "name": tid.name,
+                "leaf": tid.leaf,
+                "host": host,
+                "pid": os.getpid(),
+                "started": time.time(),
+            }
+            _fs.write_atomic(directory, OWNER_NOTE, json.dumps(note).encode())
+        finally:
+            os.close(directory)
     finally:
         os.close(parent)
     return layout.path(STAGING, tid.env, name)
+
+
+def repair_locked(layout: Layout, options: InstallOptions | None, tid: TreeId, lock: TreeLock) -> str:
+    """Under the lock: verify again, then re-record a whole tree or reinstall a broken one; a healthy tree is
+    never touched. Returns what it did: "ok", "re-recorded" or "reinstalled"."""
+    from ._requirements import parse_spec
+    from ._verify import CHANGED, MISSING, UNRECORDED, verify
+
+    report = verify(layout, tid)  # again: a peer may have repaired it while we waited for the lock
+    if report.ok:
+        return "ok"
+    if report.status == MISSING and "not installed" in report.notes:
+        return "ok"  # nothing was ever published here: nothing to repair
+    requested = parse_spec(tid.pin, source="repair")
+    if report.status in (UNRECORDED, CHANGED) and not report.problems:
+        # Every file checks out; only the record is missing or stale.
+        status = check(layout, tid)
+        if status.dist_info is not None and record_existing(layout, requested, tid, status.dist_info):
+            return "re-recorded"
+    set_aside(layout, tid)
+    stage_and_publish(layout, options, requested, tid, lock)
+    return "reinstalled"

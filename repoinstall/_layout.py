@@ -27,6 +27,13 @@ LOCKS = "locks"
 STAGING = "staging"
 TRASH = "trash"
 RECORD_SUFFIX = ".json"
+LOCK_SUFFIX = ".lock.rw"
+#: Inside a staging dir: who made it (host, pid, started) and for which tree.
+OWNER_NOTE = "owner.json"
+#: Beside a lock: who holds it and since when, for people and for waiters' log lines.
+OWNER_SUFFIX = ".owner"
+#: Beside a record: its mtime says when the tree was last ensured (refreshed at most hourly).
+USED_SUFFIX = ".used"
 
 
 def default_repo() -> str:
@@ -115,6 +122,27 @@ class Layout:
     def lock_dir(tid: TreeId) -> tuple[str, ...]:
         return (LOCKS, tid.env, tid.name)
 
+    def discover(self, kind: str, env: str | None = None, name: str | None = None) -> list[TreeId]:
+        """The trees that have an entry under ``kind`` (TREES, RECORDS or LOCKS), optionally of one env and name.
+
+        Names that are not ours (temporary files, foreign debris) are skipped.
+        """
+        suffix = {TREES: "", RECORDS: RECORD_SUFFIX, LOCKS: LOCK_SUFFIX}[kind]
+        found = []
+        for env_name in [env] if env else _listdirs(self.path(kind)):
+            for project in [name] if name else _listdirs(self.path(kind, env_name)):
+                try:
+                    entries = sorted(os.listdir(self.path(kind, env_name, project)))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                for entry in entries:
+                    if entry.startswith(".") or not entry.endswith(suffix):
+                        continue
+                    tid = TreeId.from_leaf(env_name, project, entry[: len(entry) - len(suffix)])
+                    if tid is not None:
+                        found.append(tid)
+        return found
+
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
 
@@ -127,3 +155,11 @@ def _read_only_filesystem(path: str) -> bool:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError as error:
         return error.errno == errno.EROFS
+
+
+def _listdirs(path: str) -> list[str]:
+    try:
+        with os.scandir(path) as entries:
+            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return []

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from . import _fs, _log
 from ._errors import InstallError, LockTimeout
+from ._layout import OWNER_SUFFIX
 from ._options import LockSettings
 
 #: How long one acquire attempt blocks before we look at who holds the lock and at our own deadline.
@@ -62,7 +63,7 @@ class FileTreeLock:
         self.waited = False
         self.lost = threading.Event()
         self._dir_fd = directory_fd
-        self._owner_name = leaf + ".owner"
+        self._owner_name = leaf + OWNER_SUFFIX
         self._settings = settings
         self.path = os.path.join(directory, leaf + ".lock")
         self._lock = SoftReadWriteLock(

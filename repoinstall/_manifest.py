@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -11,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import _fs
 from ._identity import TreeId
-from ._layout import RECORD_SUFFIX, RECORDS, Layout
+from ._layout import RECORD_SUFFIX, RECORDS, USED_SUFFIX, Layout
 
 if TYPE_CHECKING:
     from ._dists import Dist
@@ -116,39 +117,33 @@ def remove(layout: Layout, tid: TreeId) -> None:
             os.close(directory)
 
 
-def installed_leaves(layout: Layout, env: str, name: str) -> list[str]:
-    """The tree leaves (version[extras]) that have a record for ``name``: the candidates for an unpinned spec."""
-    fd = layout.root_fd()
+#: "Last ensured" is refreshed at most this often: a warm check costs one stat, and one small write an hour.
+USED_REFRESH = 3600.0
+
+
+def mark_used(layout: Layout, tid: TreeId, now: float) -> None:
+    """Note that the tree was just ensured, if the note is older than :data:`USED_REFRESH` (best effort)."""
+    fd = layout.env_fd(RECORDS, tid.env)
     if fd is None:
-        return []
-    directory = _fs.open_dir(fd, (RECORDS, env, name))
-    if directory is None:
-        return []
+        return
+    name = f"{tid.name}/{tid.leaf}{USED_SUFFIX}"
     try:
-        return [
-            n.removesuffix(RECORD_SUFFIX)
-            for n in os.listdir(directory)
-            if n.endswith(RECORD_SUFFIX) and not n.startswith(".")
-        ]
-    finally:
-        os.close(directory)
+        if now - os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime < USED_REFRESH:
+            return
+        os.utime(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        # A read-only repo, or the record's directory is gone: nothing to note.
+        with contextlib.suppress(OSError):
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _fs.FILE_MODE, dir_fd=fd))
+    except OSError:
+        pass  # a read-only repo or a foreign file: "last ensured" is only a hint for gc
 
 
-def all_records(layout: Layout) -> list[tuple[str, str, str]]:
-    """(env, name, leaf) of every record in the repo, for ``list``."""
-    found: list[tuple[str, str, str]] = []
-    base = layout.path(RECORDS)
-    for env in sorted(_listdirs(base)):
-        for name in sorted(_listdirs(os.path.join(base, env))):
-            for entry in sorted(os.listdir(os.path.join(base, env, name))):
-                if entry.endswith(RECORD_SUFFIX) and not entry.startswith("."):
-                    found.append((env, name, entry.removesuffix(RECORD_SUFFIX)))
-    return found
-
-
-def _listdirs(path: str) -> list[str]:
-    try:
-        with os.scandir(path) as entries:
-            return [e.name for e in entries if e.is_dir(follow_symlinks=False)]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+def last_used(layout: Layout, tid: TreeId) -> float | None:
+    """When the tree was last ensured (the note's mtime), else when its record was written; ``None`` if neither."""
+    for suffix in (USED_SUFFIX, RECORD_SUFFIX):
+        try:
+            return os.stat(layout.path(RECORDS, tid.env, tid.name, tid.leaf + suffix), follow_symlinks=False).st_mtime
+        except OSError:
+            continue
+    return None

@@ -6,13 +6,13 @@ import errno
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
 from . import _fs, _log, _manifest
 from ._check import State, check
 from ._errors import InstallError, InvalidInput, NotInstalled, NotPinned, RepoinstallError, RepoUnusable
 from ._identity import TreeId, environment_tag
-from ._layout import LOCKS, Layout, default_repo
+from ._layout import LOCKS, RECORDS, TREES, Layout, default_repo
 from ._options import LockSettings
 from ._requirements import Requested, parse_spec
 
@@ -20,8 +20,10 @@ if TYPE_CHECKING:
     from ._flight import SingleFlight
     from ._lock import TreeLock
     from ._options import InstallOptions
+    from ._verify import TreeReport
 
 Action = Literal["present", "installed", "repaired", "waited", "skipped"]
+T = TypeVar("T")
 
 
 class EnsureResult(NamedTuple):
@@ -118,25 +120,16 @@ class Repo:
             return TreeId(self.env, requested.name, version, requested.extras)
         # A range: the highest installed version that matches (index resolution is a later step).
         extras_suffix = f"[{','.join(requested.extras)}]" if requested.extras else ""
-        candidates = []
-        from packaging.version import InvalidVersion, Version
-
-        for leaf in _manifest.installed_leaves(self._layout, self.env, requested.name):
-            version_text, _, rest = leaf.partition("[")
-            if (f"[{rest}" if rest else "") != extras_suffix:
-                continue
-            try:
-                candidate = Version(version_text)
-            except InvalidVersion:
-                continue
-            if requested.matches(candidate):
-                candidates.append(candidate)
+        candidates = [
+            tid.version
+            for tid in self._layout.discover(RECORDS, self.env, requested.name)
+            if tid.extras == requested.extras and requested.matches(tid.version)
+        ]
         for candidate in sorted(candidates, reverse=True):
             tid = TreeId(self.env, requested.name, candidate, requested.extras)
             status = check(self._layout, tid)
-            if status.state is State.PRESENT and status.record is not None:
-                # Spelled as installed ("2.0"), not as the canonical directory name ("2").
-                return TreeId(self.env, requested.name, Version(status.record.version), requested.extras)
+            if status.state is State.PRESENT:
+                return self._as_recorded(tid, status.record)
         raise NotPinned(
             f"{requested.text!r} ({requested.source}): no installed version matches; "
             f"pin it to one version (e.g. {requested.name}{extras_suffix}==X.Y)"
@@ -208,6 +201,7 @@ class Repo:
     def _present(self, requested: Requested, tid: TreeId) -> EnsureResult | None:
         # Lock-free fast path: a record and matching METADATA mean installed. No lock, no network, no process.
         if check(self._layout, tid).state is State.PRESENT:
+            _manifest.mark_used(self._layout, tid, time.time())
             return self._result(requested, tid, "present", _Timing())
         return None
 
@@ -237,22 +231,71 @@ class Repo:
         timing = _Timing()
         self._emit(Event("start", str(tid)))
         started = time.monotonic()
-        try:
-            self._layout.writable_fd()
-            with self._lock(tid) as lock:
-                timing.waited = time.monotonic() - started
-                action = install_locked(self._layout, self._install_options, requested, tid, lock, timing)
-        except OSError as error:
-            raise _os_error(error, self._layout.root, tid) from None
+        action = self._locked(
+            tid, lambda lock: install_locked(self._layout, self._install_options, requested, tid, lock, timing)
+        )
+        timing.waited = max(0.0, time.monotonic() - started - timing.installing)
         self._emit(Event("done", str(tid), action, time.monotonic() - started))
         _log.logger().info("%s %s (%.1fs)", action, tid, time.monotonic() - started)
         return action, timing
+
+    def _locked(self, tid: TreeId, step: Callable[[TreeLock], T]) -> T:
+        """Run ``step`` holding the tree's lock, with filesystem errors turned into clear ones."""
+        try:
+            self._layout.writable_fd()
+            with self._lock(tid) as lock:
+                return step(lock)
+        except OSError as error:
+            raise _os_error(error, self._layout.root, tid) from None
 
     def _emit(self, event: Event) -> None:
         if self._on_event is not None:
             self._on_event(event)
 
     # ---- queries ------------------------------------------------------------------------------------------
+
+    def verify(self, specs: Iterable[Requested | str] = ()) -> list[TreeReport]:
+        """Verify the trees for ``specs`` file by file, or every tree in the repo (all environments) if none."""
+        from ._verify import verify
+
+        wanted = [parse_spec(s, source="api") if isinstance(s, str) else s for s in specs]
+        if wanted:
+            tids = [tid for tid in (self._resolve_any(r) for r in wanted) if tid is not None]
+        else:
+            seen = set(self._layout.discover(RECORDS)) | set(self._layout.discover(TREES))
+            tids = [self._as_recorded(t) for t in sorted(seen, key=lambda t: (t.env, t.name, t.version, t.extras))]
+        return [verify(self._layout, tid) for tid in tids]
+
+    def repair(self, report: TreeReport) -> str:
+        """Fix what ``verify`` found, under the tree's lock: re-record a whole tree or reinstall a broken one."""
+        from ._install import repair_locked
+
+        if report.ok:
+            return "ok"
+        if report.tid.env != self.env:
+            raise InstallError(f"{report.tid} ({report.tid.env}): built for another environment; repair it there")
+        return self._locked(
+            report.tid, lambda lock: repair_locked(self._layout, self._install_options, report.tid, lock)
+        )
+
+    def _as_recorded(self, tid: TreeId, record: _manifest.Record | None = None) -> TreeId:
+        # A tree found on disk is named by its canonical version ("1"); its record says how it is spelled ("1.0").
+        record = record or _manifest.read(self._layout, tid)
+        if record is None or record.version == tid.version_text:
+            return tid
+        from packaging.version import Version
+
+        return TreeId(tid.env, tid.name, Version(record.version), tid.extras)
+
+    def _resolve_any(self, requested: Requested) -> TreeId | None:
+        # For verify: a pinned spec names its tree even when that tree is missing or broken.
+        version = requested.pinned_version()
+        if version is not None and requested.marker_applies():
+            return TreeId(self.env, requested.name, version, requested.extras)
+        try:
+            return self.resolve(requested)
+        except NotPinned:
+            raise NotInstalled(f"{requested.text}: no installed version matches") from None
 
     def tree_path(self, requested: Requested | str) -> str:
         """The installed tree's path for ``requested``; :class:`NotInstalled` if it is not installed."""
@@ -271,14 +314,7 @@ class Repo:
     def list(self) -> list[tuple[_manifest.Record, str]]:
         """Every recorded tree in the repo, all environments, with its path."""
         found = []
-        for env, name, leaf in _manifest.all_records(self._layout):
-            version, _, extras = leaf.partition("[")
-            try:
-                from packaging.version import Version
-
-                tid = TreeId(env, name, Version(version), tuple(e for e in extras.rstrip("]").split(",") if e))
-            except (InvalidInput, ValueError):
-                continue
+        for tid in self._layout.discover(RECORDS):
             record = _manifest.read(self._layout, tid)
             if record is not None:
                 found.append((record, self._layout.tree_path(tid)))

@@ -1,0 +1,138 @@
+"""Reading the repo's install locks for people: who holds each, how long since its last heartbeat.
+
+This reads filelock's on-disk protocol (``<lock>.rw/gen/<N>`` snapshots naming the writer, and
+``holders/<token>`` records with host, pid and lease) without taking part in it: it never writes, so
+looking cannot disturb a holder. Heartbeat ages come from file mtimes, which a network filesystem stamps
+with the server's clock: they are exact on one host and skewed by the clock difference across hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import NamedTuple
+
+from ._identity import TreeId
+from ._layout import LOCK_SUFFIX, LOCKS, OWNER_SUFFIX, Layout
+
+_GENERATION_DIGITS = 20
+
+
+class LockInfo(NamedTuple):
+    tid: TreeId
+    path: str
+    held: bool
+    host: str | None
+    pid: int | None
+    heartbeat_age: float | None
+    stale: bool
+    waiters: int
+    problem: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "tree": self.tid.pin,
+            "env": self.tid.env,
+            "path": self.path,
+            "held": self.held,
+            "host": self.host,
+            "pid": self.pid,
+            "heartbeat_age": None if self.heartbeat_age is None else round(self.heartbeat_age, 1),
+            "stale": self.stale,
+            "waiters": self.waiters,
+            "problem": self.problem,
+        }
+
+
+def _fields(data: bytes) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for line in data.decode("ascii", "replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            fields.setdefault(key, value)
+    return fields
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(1 << 16)
+    except OSError:
+        return None
+
+
+def latest_writer(rw_dir: str) -> tuple[str | None, str | None]:
+    """(writer token, problem) from the newest readable generation of a lock's log."""
+    generations = os.path.join(rw_dir, "gen")
+    try:
+        names = sorted(
+            (n for n in os.listdir(generations) if len(n) == _GENERATION_DIGITS and n.isdigit()), reverse=True
+        )
+    except FileNotFoundError:
+        return None, None
+    except OSError as error:
+        return None, f"cannot read {generations}: {error.strerror}"
+    for name in names:
+        data = _read(os.path.join(generations, name))
+        if data is None:
+            continue  # compacted between the listing and the read
+        if not data.startswith(b"filelock-rw/"):
+            return None, f"unreadable lock state in {os.path.join(generations, name)}"
+        return _fields(data).get("writer"), None
+    return None, None
+
+
+def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None = None) -> LockInfo:
+    directory = layout.path(LOCKS, tid.env, tid.name)
+    rw_dir = os.path.join(directory, tid.leaf + LOCK_SUFFIX)
+    now = time.time() if now is None else now
+    writer, problem = latest_writer(rw_dir)
+    holders_dir = os.path.join(rw_dir, "holders")
+    try:
+        tokens = [t for t in os.listdir(holders_dir) if not t.startswith(".")]
+    except OSError:
+        tokens = []
+    waiters = len([t for t in tokens if t != writer])
+    if writer is None:
+        return LockInfo(tid, rw_dir, False, None, None, None, False, waiters, problem)
+    record_path = os.path.join(holders_dir, writer)
+    record = _read(record_path)
+    if record is None:
+        # Named in the log but its heartbeat record is gone: a crashed holder whose lease a peer will end.
+        return LockInfo(tid, rw_dir, True, None, None, None, True, waiters, "holder record missing")
+    fields = _fields(record)
+    try:
+        age: float | None = max(0.0, now - os.stat(record_path).st_mtime)
+    except OSError:
+        age = None
+    try:
+        lease = max(stale_after, float(fields.get("lease", "0")))
+    except ValueError:
+        lease = stale_after
+    pid_text = fields.get("pid", "")
+    host = fields.get("host") or _owner_host(directory, tid)
+    return LockInfo(
+        tid,
+        rw_dir,
+        True,
+        host,
+        int(pid_text) if pid_text.isdigit() else None,
+        age,
+        age is not None and age > lease,
+        waiters,
+        problem,
+    )
+
+
+def _owner_host(directory: str, tid: TreeId) -> str | None:
+    note = _read(os.path.join(directory, tid.leaf + OWNER_SUFFIX))
+    try:
+        return str(json.loads(note or b"")["host"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def list_locks(layout: Layout, stale_after: float) -> list[LockInfo]:
+    now = time.time()
+    return [inspect(layout, tid, stale_after, now) for tid in layout.discover(LOCKS)]
