@@ -290,6 +290,100 @@ def verify(
 
 
 @app.command(epilog=EXIT_CODES)
+def locks(
+    repo: RepoOpt = None,
+    as_json: JsonOpt = False,
+    stale_after: StaleOpt = 120.0,
+) -> None:
+    """Every install lock: holder host and pid, seconds since its last heartbeat, stale or not."""
+    try:
+        with Repo(_repo_path(repo, True), stale_after=stale_after, heartbeat=stale_after / 4) as store:
+            found = store.locks()
+            root = store.path
+    except RepoinstallError as error:
+        _fail(error)
+    if as_json:
+        typer.echo(
+            json.dumps({"repo": root, "stale_after": stale_after, "locks": [i.as_dict() for i in found]}, indent=2)
+        )
+        return
+    for info in found:
+        if not info.held:
+            state = "free"
+        else:
+            age = "?" if info.heartbeat_age is None else f"{info.heartbeat_age:.0f}s"
+            state = f"held by {info.host} pid {info.pid}, heartbeat {age} ago{' (STALE)' if info.stale else ''}"
+        waiting = f", {info.waiters} waiting" if info.waiters else ""
+        problem = f"  [{info.problem}]" if info.problem else ""
+        typer.echo(f"{info.tid.pin}  {info.tid.env}  {state}{waiting}{problem}")
+
+
+@app.command(epilog=EXIT_CODES)
+def gc(
+    repo: RepoOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
+    older_than: Annotated[
+        str, typer.Option("--older-than", metavar="DURATION", help="Leave debris younger than this (e.g. 30m).")
+    ] = "1h",
+    unused_for: Annotated[
+        str | None,
+        typer.Option("--unused-for", metavar="DURATION", help="Also remove trees nobody has ensured for this long."),
+    ] = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    no_lock: NoLockOpt = False,
+    stale_after: StaleOpt = 120.0,
+    heartbeat: HeartbeatOpt = 20.0,
+) -> None:
+    """Remove crashed installers' staging dirs, lock debris, set-aside trees and, on request, unused trees."""
+    _log.configure_cli(quiet=quiet, verbose=verbose)
+    from ._options import parse_duration
+
+    try:
+        older = parse_duration(older_than)
+        unused = None if unused_for is None else parse_duration(unused_for)
+    except ValueError as error:
+        _fail(str(error), 2)
+    try:
+        with Repo(_repo_path(repo, True), lock=not no_lock, stale_after=stale_after, heartbeat=heartbeat) as store:
+            removed = store.gc(older_than=older, unused_for=unused, dry_run=dry_run)
+            root = store.path
+    except RepoinstallError as error:
+        _fail(error)
+    if as_json:
+        typer.echo(json.dumps({"repo": root, "dry_run": dry_run, "removed": [r.as_dict() for r in removed]}, indent=2))
+    elif not quiet:
+        for item in removed:
+            verb = "removed" if item.done else "would remove" if dry_run else "kept"
+            typer.echo(f"{verb:<12} {item.kind:<8} {item.path}  ({item.reason})")
+    if any(not item.done for item in removed) and not dry_run:
+        raise typer.Exit(1)
+
+
+@app.command(epilog=EXIT_CODES)
+def doctor(repo: RepoOpt = None, as_json: JsonOpt = False) -> None:
+    """Probe the repo's filesystem and say what repoinstall can rely on there; exit 1 where it cannot be safe."""
+    try:
+        with Repo(_repo_path(repo, True)) as store:
+            findings = store.doctor()
+            root = store.path
+    except RepoinstallError as error:
+        _fail(error)
+    if as_json:
+        typer.echo(json.dumps({"repo": root, "findings": [f.as_dict() for f in findings]}, indent=2))
+    else:
+        for finding in findings:
+            mark = "ok  " if finding.ok else "FAIL"
+            tail = f"\n      -> {finding.consequence}" if finding.consequence else ""
+            typer.echo(f"{mark}  {finding.check}: {finding.result}{tail}")
+    unsafe = [f for f in findings if not f.ok]
+    if unsafe:
+        typer.echo(f"repoinstall: error: {root}: {unsafe[0].check}: {unsafe[0].consequence}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command(epilog=EXIT_CODES)
 def path(
     specs: Annotated[list[str], typer.Argument(metavar="SPEC...", help="PEP 508 requirements.")],
     repo: RepoOpt = None,

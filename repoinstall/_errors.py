@@ -39,6 +39,14 @@ class NotInstalled(RepoinstallError):
     """``path`` asked for a tree that is not installed (exit 1)."""
 
 
+class ForeignLock(RepoinstallError):
+    """The tree's lock state belongs to another UID, so this process cannot take part in it (handled inside)."""
+
+    def __init__(self, owner: int) -> None:
+        super().__init__(f"the lock belongs to uid {owner}")
+        self.owner = owner
+
+
 class LockTimeout(RepoinstallError):
     """Waiting for a peer's install lock took longer than the wait timeout (exit 3)."""
 

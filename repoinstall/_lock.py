@@ -20,8 +20,8 @@ import time
 from typing import Any, Protocol
 
 from . import _fs, _log
-from ._errors import InstallError, LockTimeout
-from ._layout import OWNER_SUFFIX
+from ._errors import ForeignLock, InstallError, LockTimeout
+from ._layout import LOCK_SUFFIX, OWNER_SUFFIX
 from ._options import LockSettings
 
 #: How long one acquire attempt blocks before we look at who holds the lock and at our own deadline.
@@ -57,14 +57,18 @@ class FileTreeLock:
     Takes ownership of ``directory_fd`` (the lock directory) and closes it when the lock is done with.
     """
 
-    def __init__(self, directory_fd: int, directory: str, leaf: str, settings: LockSettings) -> None:
+    def __init__(
+        self, directory_fd: int, directory: str, leaf: str, settings: LockSettings, *, announce: bool = True
+    ) -> None:
         from filelock import SoftReadWriteLock
 
         self.waited = False
         self.lost = threading.Event()
         self._dir_fd = directory_fd
+        self._leaf = leaf
         self._owner_name = leaf + OWNER_SUFFIX
         self._settings = settings
+        self._announce = announce
         self.path = os.path.join(directory, leaf + ".lock")
         self._lock = SoftReadWriteLock(
             self.path,
@@ -95,7 +99,13 @@ class FileTreeLock:
 
         try:
             self._wait_and_take(Timeout)
+        except PermissionError:
+            if (owner := foreign_owner(self._dir_fd, self._leaf)) is not None:
+                raise ForeignLock(owner) from None
+            raise
         except SoftFileLockProtocolError as error:
+            if (owner := foreign_owner(self._dir_fd, self._leaf)) is not None:
+                raise ForeignLock(owner) from None
             raise InstallError(
                 f"lock {self.path} is unreadable ({error}); if no installer is running, remove {self.path}.rw"
             ) from None
@@ -111,7 +121,7 @@ class FileTreeLock:
                 break
             except timeout_error:
                 self.waited = True
-                if not logged:
+                if not logged and self._announce:
                     _log.logger().info("waiting for %s: %s", self.path, self.holder())
                     logged = True
                 if time.monotonic() >= deadline:
@@ -146,3 +156,12 @@ class FileTreeLock:
             return f"held by {note['host']} pid {note['pid']} for {age:.0f}s"
         except (ValueError, KeyError, TypeError):
             return "held by a peer that has not said who it is"
+
+
+def foreign_owner(directory_fd: int, leaf: str) -> int | None:
+    """The UID owning the tree's lock state if it is not ours (so we cannot share it), else ``None``."""
+    try:
+        owner = os.stat(leaf + LOCK_SUFFIX, dir_fd=directory_fd, follow_symlinks=False).st_uid
+    except OSError:
+        return None
+    return owner if owner != os.geteuid() else None

@@ -40,3 +40,20 @@ class InstallOptions(NamedTuple):
     constraints: tuple[str, ...] = ()
     timeout: float = 900.0
     python: str = sys.executable
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``7d`` or ``1w``; ``ValueError`` with a clear message otherwise."""
+    value = text.strip().lower()
+    unit = _UNITS.get(value[-1:]) if value else None
+    number = value[:-1] if unit is not None else value
+    try:
+        seconds = float(number) * (unit or 1.0)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration (examples: 90, 90s, 15m, 2h, 7d)") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{text!r} is not a duration (examples: 90, 90s, 15m, 2h, 7d)")
+    return seconds

@@ -10,15 +10,18 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
 from . import _fs, _log, _manifest
 from ._check import State, check
-from ._errors import InstallError, InvalidInput, NotInstalled, NotPinned, RepoinstallError, RepoUnusable
+from ._errors import ForeignLock, InstallError, InvalidInput, NotInstalled, NotPinned, RepoinstallError, RepoUnusable
 from ._identity import TreeId, environment_tag
 from ._layout import LOCKS, RECORDS, TREES, Layout, default_repo
 from ._options import LockSettings
 from ._requirements import Requested, parse_spec
 
 if TYPE_CHECKING:
+    from ._doctor import Finding
     from ._flight import SingleFlight
+    from ._gc import Removal
     from ._lock import TreeLock
+    from ._locks import LockInfo
     from ._options import InstallOptions
     from ._verify import TreeReport
 
@@ -93,6 +96,7 @@ class Repo:
         self._install_options = install
         self._on_event = on_event
         self._flights: SingleFlight[tuple[Action, _Timing]] | None = None
+        self._warned_foreign = False
 
     @property
     def path(self) -> str:
@@ -218,12 +222,29 @@ class Repo:
         )
 
     def _lock(self, tid: TreeId) -> TreeLock:
-        from ._lock import FileTreeLock, NoLock
+        from ._lock import FileTreeLock, NoLock, foreign_owner
 
         if not self.settings.enabled:
             return NoLock()
         directory = _fs.make_dirs(self._layout.writable_fd(), (LOCKS, tid.env, tid.name), self._layout.root)
+        if (owner := foreign_owner(directory, tid.leaf)) is not None:
+            os.close(directory)
+            self._unshareable(tid, owner)
+            return NoLock()
         return FileTreeLock(directory, self._layout.path(LOCKS, tid.env, tid.name), tid.leaf, self.settings)
+
+    def _unshareable(self, tid: TreeId, owner: int) -> None:
+        # filelock keeps its lock state private to one UID (0600 files, 0700 dirs). Going on without the lock
+        # stays correct, because the rename is the commit point; it only risks duplicate work.
+        if not self._warned_foreign:
+            self._warned_foreign = True
+            _log.logger().warning(
+                "the lock for %s belongs to uid %d and this is uid %d: going on without it (safe, may duplicate "
+                "work). Fix: run every pod with one runAsUser (and one fsGroup).",
+                tid,
+                owner,
+                os.geteuid(),
+            )
 
     def _install(self, requested: Requested, tid: TreeId) -> tuple[Action, _Timing]:
         from ._install import install_locked
@@ -243,8 +264,16 @@ class Repo:
         """Run ``step`` holding the tree's lock, with filesystem errors turned into clear ones."""
         try:
             self._layout.writable_fd()
-            with self._lock(tid) as lock:
-                return step(lock)
+            try:
+                with self._lock(tid) as lock:
+                    return step(lock)
+            except ForeignLock as foreign:
+                # Another UID created the lock between our look and our acquire.
+                from ._lock import NoLock
+
+                self._unshareable(tid, foreign.owner)
+                with NoLock() as lock:
+                    return step(lock)
         except OSError as error:
             raise _os_error(error, self._layout.root, tid) from None
 
@@ -296,6 +325,31 @@ class Repo:
             return self.resolve(requested)
         except NotPinned:
             raise NotInstalled(f"{requested.text}: no installed version matches") from None
+
+    def locks(self) -> list[LockInfo]:
+        """Every install lock in the repo: holder, heartbeat age, stale by this repo's ``stale_after``."""
+        from ._locks import list_locks
+
+        return list_locks(self._layout, self.settings.stale_after)
+
+    def gc(
+        self, *, older_than: float = 3600.0, unused_for: float | None = None, dry_run: bool = False
+    ) -> list[Removal]:
+        """Remove crashed installers' leftovers older than ``older_than`` seconds (and, with ``unused_for``,
+        trees not ensured for that long); see :mod:`repoinstall._gc` for why each removal is safe."""
+        from ._gc import Collector
+
+        if not os.path.isdir(self.path):
+            raise RepoUnusable(f"repo {self.path} does not exist")
+        return Collector(
+            self._layout, self.env, self.settings, older_than=older_than, unused_for=unused_for, dry_run=dry_run
+        ).run()
+
+    def doctor(self) -> list[Finding]:
+        """Probe the repo's filesystem for what repoinstall relies on."""
+        from ._doctor import probe
+
+        return probe(self._layout)
 
     def tree_path(self, requested: Requested | str) -> str:
         """The installed tree's path for ``requested``; :class:`NotInstalled` if it is not installed."""
