@@ -138,13 +138,13 @@ class Collector:
         if note is not None:
             tid = TreeId.from_leaf(env, str(note.get("name", "")), str(note.get("leaf", "")))
         if tid is None:
-            self._remove("staging", path, "staging dir of an unknown installer", lambda: _fs.remove_tree(path))
+            self._remove("staging", path, "staging dir of an unknown installer", partial(_fs.remove_tree, path))
             return
         owner = (note or {}).get("host"), (note or {}).get("pid")
 
         def remove_locked() -> None:
             # We hold the tree's lock: installers stage only under it, so this dir's owner is gone.
-            self._remove("staging", path, f"left by {owner[0]} pid {owner[1]}", lambda: _fs.remove_tree(path))
+            self._remove("staging", path, f"left by {owner[0]} pid {owner[1]}", partial(_fs.remove_tree, path))
 
         if self.dry_run:
             self.found.append(Removal("staging", path, f"left by {owner[0]} pid {owner[1]}", False))
@@ -152,14 +152,13 @@ class Collector:
         if self._with_lock(tid, remove_locked):
             return
         holder = inspect(self.layout, tid, self.settings.stale_after, self.now)
-        if (holder.host, holder.pid) != owner and holder.host is not None:
+        left_by = f"left by {owner[0]} pid {owner[1]}"
+        if holder.stale:
+            # Proven expired: no heartbeat for the stale threshold, so a peer may take over at any moment.
+            self._remove("staging", path, f"{left_by} (its lock expired)", partial(_fs.remove_tree, path))
+        elif holder.host is not None and (holder.host, holder.pid) != owner:
             # The live holder is someone else: this dir's owner lost the lock or died.
-            self._remove(
-                "staging",
-                path,
-                f"left by {owner[0]} pid {owner[1]} (lock now held by {holder.host})",
-                lambda: _fs.remove_tree(path),
-            )
+            self._remove("staging", path, f"{left_by} (lock now held by {holder.host})", partial(_fs.remove_tree, path))
 
     def lock_debris(self) -> None:
         for tid in self.layout.discover(LOCKS):

@@ -111,7 +111,9 @@ def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None =
     except ValueError:
         lease = stale_after
     pid_text = fields.get("pid", "")
-    host = fields.get("host") or _owner_host(directory, tid)
+    # filelock appends "?pidns-..." to the host of a process in a PID namespace (every container): drop it, so
+    # the host reads as the pod's hostname that our own notes carry.
+    host = (fields.get("host") or "").split("?pidns", 1)[0] or _owner_host(directory, tid)
     return LockInfo(
         tid,
         rw_dir,

@@ -1,0 +1,185 @@
+"""Operating a repo: verify (and repair), gc, locks, doctor, and garbage that must heal or be named."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from helpers import actions, document, ensure_args, finish, run, signal_group, snapshot, start
+from indexserver import IndexServer
+
+LOCK = ["--stale-after", "2", "--heartbeat", "0.4"]
+
+
+def _index(index: IndexServer) -> list[str]:
+    return ["--no-index", "--find-links", index.url]
+
+
+def _paths(repo: Path, index: IndexServer, *specs: str) -> list[Path]:
+    done = run(*ensure_args(repo, index.url, *specs))
+    assert done.returncode == 0, done.stderr
+    return [Path(p["path"]) for p in document(done.stdout)["packages"]]
+
+
+def test_verify_finds_changed_missing_and_extra_files_and_repair_fixes_only_those(
+    repo: Path, index: IndexServer
+) -> None:
+    a, b, d, e = _paths(repo, index, "adaptor-a==1.0", "adaptor-b==1.0", "adaptor-d==1.0", "adaptor-e==1.0")
+    clean = run("verify", "--repo", repo, "--json")
+    assert clean.returncode == 0, clean.stdout
+    assert [t["status"] for t in json.loads(clean.stdout)["trees"]] == ["ok"] * 4
+
+    (a / "adaptor_a" / "__init__.py").write_text("VERSION = 'tampered'\n")
+    (b / "dep_c" / "__init__.py").unlink()
+    (d / "adaptor_d" / "planted.py").write_text("print('hi')\n")
+    healthy = snapshot(e)
+    found = run("verify", "--repo", repo, "--json")
+    assert found.returncode == 1
+    trees = {t["tree"]: t for t in json.loads(found.stdout)["trees"]}
+    assert trees["adaptor-a==1.0"]["changed"] == ["adaptor_a/__init__.py"]
+    assert trees["adaptor-b==1.0"]["missing"] == ["dep_c/__init__.py"]
+    assert trees["adaptor-d==1.0"]["extra"] == ["adaptor_d/planted.py"]
+    assert trees["adaptor-e==1.0"]["status"] == "ok"
+
+    fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *_index(index))
+    assert fixed.returncode == 0, fixed.stderr
+    assert sorted(r["action"] for r in json.loads(fixed.stdout)["repaired"]) == ["reinstalled"] * 3
+    assert run("verify", "--repo", repo).returncode == 0
+    assert snapshot(e) == healthy
+    assert index.downloads("adaptor_e") == 1
+
+
+def test_repair_rerecords_a_whole_tree_without_pip(repo: Path, index: IndexServer) -> None:
+    _paths(repo, index, "adaptor-a==1.0")
+    next((repo / "records").rglob("1.json")).unlink()
+    found = run("verify", "adaptor-a==1.0", "--repo", repo, "--json")
+    assert found.returncode == 1
+    assert json.loads(found.stdout)["trees"][0]["status"] == "unrecorded"
+    fixed = run("verify", "adaptor-a==1.0", "--repo", repo, "--repair", "--json", *LOCK, *_index(index))
+    assert json.loads(fixed.stdout)["repaired"][0]["action"] == "re-recorded"
+    assert index.downloads("adaptor_a") == 1
+    missing = run("verify", "adaptor-h==1.0", "--repo", repo)
+    assert missing.returncode == 1 and "missing" in missing.stdout
+
+
+def test_gc_removes_a_dead_installers_staging_and_keeps_a_live_ones(repo: Path, index: IndexServer) -> None:
+    index.delays["slow_pkg"] = 30.0
+    index.delays["adaptor_d"] = 30.0
+    dead = start(*ensure_args(repo, index.url, "slow-pkg==1.0"))
+    live = start(*ensure_args(repo, index.url, "adaptor-d==1.0"))
+    index.wait_for_download("slow_pkg")
+    index.wait_for_download("adaptor_d")
+    signal_group(dead, signal.SIGKILL)
+    dead.wait()
+    time.sleep(3)  # past the dead holder's stale threshold; the live one keeps its heartbeat
+    staging = sorted(p.name for p in (repo / "staging").glob("*/*"))
+    assert len(staging) == 2
+    dry = run("gc", "--repo", repo, "--older-than", "0", "--dry-run", *LOCK)
+    assert dry.returncode == 0 and "would remove" in dry.stdout
+    assert sorted(p.name for p in (repo / "staging").glob("*/*")) == staging
+    done = run("gc", "--repo", repo, "--older-than", "0", "--json", *LOCK)
+    assert done.returncode == 0, done.stderr
+    removed = [r for r in json.loads(done.stdout)["removed"] if r["kind"] == "staging"]
+    assert len(removed) == 1 and f"pid {dead.pid}" in removed[0]["reason"]
+    left = [p.name for p in (repo / "staging").glob("*/*")]
+    assert left == [n for n in staging if f".{live.pid}." in n]
+    signal_group(live, signal.SIGKILL)
+    live.wait()
+
+
+def test_gc_unused_for_unpublishes_record_first_and_keeps_used_trees(repo: Path, index: IndexServer) -> None:
+    a, d = _paths(repo, index, "adaptor-a==1.0", "adaptor-d==1.0")
+    assert not list((repo / "records").rglob("*.used"))
+    _paths(repo, index, "adaptor-a==1.0", "adaptor-d==1.0")  # a warm ensure notes "last ensured"
+    used = next((repo / "records").rglob("adaptor-a/1.used"))
+    old = time.time() - 10 * 86400
+    os.utime(used, (old, old))
+    kept = snapshot(d)
+    done = run("gc", "--repo", repo, "--unused-for", "7d", "--json", *LOCK)
+    assert done.returncode == 0, done.stderr
+    assert [r["kind"] for r in json.loads(done.stdout)["removed"] if r["path"] == str(a)] == ["tree"]
+    assert not a.exists() and not list((repo / "records").rglob("adaptor-a/1.json"))
+    assert snapshot(d) == kept
+    again = run(*ensure_args(repo, index.url, "adaptor-a==1.0"))
+    assert actions(again.stdout) == ["installed"]
+
+
+def test_gc_removes_idle_lock_state_and_trash(repo: Path, index: IndexServer) -> None:
+    _paths(repo, index, "adaptor-a==1.0")
+    (repo / "trash").mkdir(exist_ok=True)
+    (repo / "trash" / "leftover").mkdir()
+    assert list((repo / "locks").rglob("*.lock.rw"))
+    done = run("gc", "--repo", repo, "--older-than", "0", *LOCK)
+    assert done.returncode == 0, done.stderr
+    assert not list((repo / "locks").rglob("*.lock.rw")) and not any((repo / "trash").iterdir())
+    assert actions(run(*ensure_args(repo, index.url, "adaptor-a==1.0")).stdout) == ["present"]
+    assert actions(run(*ensure_args(repo, index.url, "adaptor-d==1.0")).stdout) == ["installed"]
+    bad = run("gc", "--repo", repo, "--older-than", "soon")
+    assert bad.returncode == 2 and bad.stderr.startswith("repoinstall: error: 'soon' is not a duration")
+
+
+def test_locks_shows_the_holder_and_when_it_goes_stale(repo: Path, index: IndexServer) -> None:
+    index.delays["slow_pkg"] = 8.0
+    holder = start(*ensure_args(repo, index.url, "slow-pkg==1.0"))
+    index.wait_for_download("slow_pkg")
+    time.sleep(0.5)
+    [lock] = json.loads(run("locks", "--repo", repo, "--json", "--stale-after", "2").stdout)["locks"]
+    assert lock["held"] and lock["pid"] == holder.pid and lock["host"] == os.uname().nodename
+    assert not lock["stale"] and lock["heartbeat_age"] < 2
+    signal_group(holder, signal.SIGSTOP)
+    time.sleep(3)
+    [lock] = json.loads(run("locks", "--repo", repo, "--json", "--stale-after", "2").stdout)["locks"]
+    assert lock["held"] and lock["stale"]
+    human = run("locks", "--repo", repo, "--stale-after", "2")
+    assert f"held by {os.uname().nodename} pid {holder.pid}" in human.stdout and "STALE" in human.stdout
+    signal_group(holder, signal.SIGCONT)
+    assert finish(holder)[0] == 0
+    [lock] = json.loads(run("locks", "--repo", repo, "--json").stdout)["locks"]
+    assert not lock["held"]
+
+
+def test_doctor_on_a_local_disk(tmp_path: Path) -> None:
+    done = run("doctor", "--repo", tmp_path / "repo", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    findings = {f["check"]: f for f in json.loads(done.stdout)["findings"]}
+    assert findings["O_EXCL create"]["result"] == "exclusive"
+    assert findings["hard links"]["result"] == "yes"
+    assert findings["rename dir onto a taken name"]["result"].startswith("refused with ")
+    assert not [p for p in (tmp_path / "repo").iterdir() if p.name.startswith(".doctor")]
+
+
+def test_garbage_heals_or_is_named(repo: Path, index: IndexServer) -> None:
+    a, b = _paths(repo, index, "adaptor-a==1.0", "adaptor-b==1.0")
+    env = a.parent.parent.name
+    healthy = snapshot(b)
+    record_a = repo / "records" / env / "adaptor-a" / "1.json"
+    record_b = repo / "records" / env / "adaptor-b" / "1.json"
+    for garbage in (b"", b"{truncated", record_b.read_bytes(), b"\x00\xff binary"):
+        record_a.write_bytes(garbage)  # empty, truncated, foreign, binary: a record that says nothing usable
+        healed = run(*ensure_args(repo, index.url, "adaptor-a==1.0"))
+        assert actions(healed.stdout) == ["repaired"], healed.stderr
+        assert json.loads(record_a.read_text())["name"] == "adaptor-a"
+    # Junk in a lock's holder records and a stray lock file: the lock still works.
+    holders = next((repo / "locks").rglob("adaptor-a/1.lock.rw")) / "holders"
+    holders.mkdir(exist_ok=True)
+    (holders / ("0" * 32)).write_bytes(b"")
+    (holders / "not-a-token").write_bytes(b"foreign")
+    (holders.parent.parent / "1.lock").write_bytes(b"")
+    record_a.unlink()
+    assert actions(run(*ensure_args(repo, index.url, "adaptor-a==1.0")).stdout) == ["repaired"]
+    # A file where a tree should be is set aside and the tree installed.
+    tree_d = repo / "trees" / env / "adaptor-d" / "1"
+    tree_d.parent.mkdir(parents=True)
+    tree_d.write_text("not a tree")
+    assert actions(run(*ensure_args(repo, index.url, "adaptor-d==1.0")).stdout) == ["installed"]
+    # A file where a project's directory should be: a clear error naming it.
+    (repo / "trees" / env / "adaptor-e").write_text("in the way")
+    blocked = run(*ensure_args(repo, index.url, "adaptor-e==1.0"))
+    assert blocked.returncode == 2
+    assert blocked.stderr.strip() == (
+        f"repoinstall: error: {repo / 'trees' / env / 'adaptor-e'} is not a directory (a symlink or file is in the way)"
+    )
+    assert snapshot(b) == healthy
