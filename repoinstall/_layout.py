@@ -82,7 +82,9 @@ class Layout:
         """The root's descriptor for an install; a clear error when the repo is read-only or not writable."""
         fd = self.root_fd(create=True)
         assert fd is not None
-        if not os.access(self.root, os.W_OK):
+        # Relative to the open root and with effective ids: what this process can do there, whatever the
+        # permissions of the directories above it.
+        if not os.access(".", os.W_OK, dir_fd=fd, effective_ids=True):
             if _read_only_filesystem(self.root):
                 raise RepoUnusable(f"repo {self.root} is read-only: cannot install missing packages here")
             raise RepoUnusable(f"repo {self.root} is not writable by uid {os.getuid()}")

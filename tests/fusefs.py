@@ -4,7 +4,7 @@ Like the Linux NFS and CephFS kernel clients, a high-level libfuse2 filesystem c
 kernel answers ``renameat2(RENAME_NOREPLACE / RENAME_EXCHANGE)`` with EINVAL. Two mounts of one backing
 directory are two clients with their own attribute caches.
 
-    python fusefs.py BACKING MOUNTPOINT     (runs in the foreground until unmounted)
+    python fusefs.py BACKING MOUNTPOINT [--no-links]    (runs in the foreground until unmounted)
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from fuse import FUSE, FuseOSError, Operations
 
 
 class Passthrough(Operations):  # type: ignore[misc]
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, links: bool = True) -> None:
         self.root = os.path.realpath(root)
+        self.links = links
 
     def _full(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/"))
@@ -58,6 +59,8 @@ class Passthrough(Operations):  # type: ignore[misc]
         self._call(os.symlink, source, self._full(target))
 
     def link(self, target: str, source: str) -> None:
+        if not self.links:
+            raise FuseOSError(errno.EPERM)  # as filesystems without hard links answer
         self._call(os.link, self._full(source), self._full(target))
 
     def rename(self, old: str, new: str) -> None:
@@ -119,7 +122,7 @@ class Passthrough(Operations):  # type: ignore[misc]
 def main() -> None:
     backing, mountpoint = sys.argv[1], sys.argv[2]
     FUSE(
-        Passthrough(backing),
+        Passthrough(backing, links="--no-links" not in sys.argv[3:]),
         mountpoint,
         foreground=True,
         nothreads=False,

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import actions, document, ensure_args, finish, import_version, signal_group, start, wait_until
+from helpers import actions, document, ensure_args, finish, import_version, run, signal_group, start, wait_until
 from indexserver import IndexServer
 
 HERE = Path(__file__).parent
@@ -34,22 +34,20 @@ def _fuse_missing() -> str | None:
     return None
 
 
-@pytest.fixture
-def two_clients(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """Two FUSE mounts of one backing directory: two "hosts" sharing a volume."""
+def _mount(tmp_path: Path, names: list[str], *extra: str) -> Iterator[list[Path]]:
     if (reason := _fuse_missing()) is not None:
         if REQUIRED:
             pytest.fail(f"FUSE tests are required here but cannot run: {reason}")
         pytest.skip(reason)
     backing = tmp_path / "backing"
     backing.mkdir()
-    mounts = [tmp_path / "client-a", tmp_path / "client-b"]
+    mounts = [tmp_path / name for name in names]
     servers = []
     for mount in mounts:
         mount.mkdir()
         servers.append(
             subprocess.Popen(
-                [sys.executable, str(HERE / "fusefs.py"), str(backing), str(mount)],
+                [sys.executable, str(HERE / "fusefs.py"), str(backing), str(mount), *extra],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
             )
@@ -58,7 +56,7 @@ def two_clients(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
         for mount, server in zip(mounts, servers, strict=True):
             wait_until(lambda m=mount, s=server: os.path.ismount(m) or s.poll() is not None, what=f"mount {mount}")
             assert os.path.ismount(mount), server.stderr.read() if server.stderr else ""
-        yield mounts[0], mounts[1]
+        yield mounts
     finally:
         for mount in mounts:
             subprocess.run(["fusermount", "-u", "-z", str(mount)], capture_output=True, check=False)
@@ -67,6 +65,13 @@ def two_clients(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
                 server.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 server.kill()
+
+
+@pytest.fixture
+def two_clients(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """Two FUSE mounts of one backing directory: two "hosts" sharing a volume."""
+    for a, b in _mount(tmp_path, ["client-a", "client-b"]):  # noqa: UP028 (unpacks the pair)
+        yield a, b
 
 
 def _as_pod(hostname: str) -> tuple[str, ...]:
@@ -105,3 +110,20 @@ def test_sigkilled_holder_on_one_client_is_taken_over_from_another(
     assert index.downloads("slow_pkg") == 2
     record = json.loads(next((client_a / "repo" / "records").rglob("1.json")).read_text())
     assert record["host"] == "pod-b"
+
+
+def test_doctor_reports_what_this_filesystem_does(two_clients: tuple[Path, Path]) -> None:
+    a, _ = two_clients
+    done = run("doctor", "--repo", a / "repo", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    findings = {f["check"]: f["result"] for f in json.loads(done.stdout)["findings"]}
+    assert findings["renameat2 flags"].startswith("refused with EINVAL")
+    assert findings["hard links"] == "yes"
+
+
+def test_doctor_fails_where_hard_links_are_missing(tmp_path: Path) -> None:
+    for [mount] in _mount(tmp_path, ["nolinks"], "--no-links"):
+        done = run("doctor", "--repo", mount / "repo")
+        assert done.returncode == 1
+        assert "FAIL  hard links: unsupported (EPERM)" in done.stdout
+        assert done.stderr.startswith("repoinstall: error: ") and "hard links" in done.stderr
