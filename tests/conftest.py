@@ -41,3 +41,11 @@ def index(wheel_dir: Path) -> Iterator[IndexServer]:
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return tmp_path / "repo"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from chaos import REPORTS
+
+    for table in REPORTS:
+        terminalreporter.write_sep("-", "chaos: installs per tree (allowed = 1 + kills and pauses that hit its holder)")
+        terminalreporter.write_line(table)

@@ -6,65 +6,27 @@ import ctypes
 import errno
 import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import actions, document, ensure_args, finish, import_version, run, signal_group, start, wait_until
+from fusemount import as_pod, fuse_missing, mounted
+from helpers import actions, document, ensure_args, finish, import_version, run, signal_group, start
 from indexserver import IndexServer
 
 HERE = Path(__file__).parent
 REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"  # CI sets it: there a skip would be a failure
 
 
-def _fuse_missing() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount") or not shutil.which("unshare"):
-        return "needs /dev/fuse, fusermount and unshare"
-    try:
-        import fuse  # noqa: F401
-    except (ImportError, OSError) as error:
-        return f"needs fusepy and libfuse2: {error}"
-    return None
-
-
 def _mount(tmp_path: Path, names: list[str], *extra: str) -> Iterator[list[Path]]:
-    if (reason := _fuse_missing()) is not None:
+    if (reason := fuse_missing()) is not None:
         if REQUIRED:
             pytest.fail(f"FUSE tests are required here but cannot run: {reason}")
         pytest.skip(reason)
-    backing = tmp_path / "backing"
-    backing.mkdir()
-    mounts = [tmp_path / name for name in names]
-    servers = []
-    for mount in mounts:
-        mount.mkdir()
-        servers.append(
-            subprocess.Popen(
-                [sys.executable, str(HERE / "fusefs.py"), str(backing), str(mount), *extra],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-        )
-    try:
-        for mount, server in zip(mounts, servers, strict=True):
-            wait_until(lambda m=mount, s=server: os.path.ismount(m) or s.poll() is not None, what=f"mount {mount}")
-            assert os.path.ismount(mount), server.stderr.read() if server.stderr else ""
+    with mounted(tmp_path, names, *extra) as mounts:
         yield mounts
-    finally:
-        for mount in mounts:
-            subprocess.run(["fusermount", "-u", "-z", str(mount)], capture_output=True, check=False)
-        for server in servers:
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
 
 
 @pytest.fixture
@@ -72,11 +34,6 @@ def two_clients(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """Two FUSE mounts of one backing directory: two "hosts" sharing a volume."""
     for a, b in _mount(tmp_path, ["client-a", "client-b"]):  # noqa: UP028 (unpacks the pair)
         yield a, b
-
-
-def _as_pod(hostname: str) -> tuple[str, ...]:
-    # Its own UTS namespace: the pod has its own hostname, as in Kubernetes.
-    return ("unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname)
 
 
 def test_mount_refuses_rename_flags_like_nfs(two_clients: tuple[Path, Path]) -> None:
@@ -92,9 +49,9 @@ def test_sigkilled_holder_on_one_client_is_taken_over_from_another(
 ) -> None:
     client_a, client_b = two_clients
     index.delays["slow_pkg"] = 3.0
-    holder = start(*ensure_args(client_a / "repo", index.url, "slow-pkg==1.0"), prefix=_as_pod("pod-a"))
+    holder = start(*ensure_args(client_a / "repo", index.url, "slow-pkg==1.0"), prefix=as_pod("pod-a"))
     index.wait_for_download("slow_pkg")
-    waiter = start(*ensure_args(client_b / "repo", index.url, "slow-pkg==1.0"), prefix=_as_pod("pod-b"))
+    waiter = start(*ensure_args(client_b / "repo", index.url, "slow-pkg==1.0"), prefix=as_pod("pod-b"))
     time.sleep(1.5)  # the waiter has found the lock taken
     signal_group(holder, signal.SIGKILL)
     holder.wait()

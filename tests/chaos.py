@@ -1,0 +1,264 @@
+"""Chaos across "pods": many installers on two clients of one volume, some SIGKILLed, some paused past their lease.
+
+    python tests/chaos.py --rounds 30 [--pods 8] [--seed 1]      # the long run (needs root, FUSE, unshare)
+
+Each round starts ``pods`` processes with their own hostnames (``unshare --uts``), split over two FUSE mounts
+of one backing directory that refuse rename flags as NFS and CephFS do. Each ensures an overlapping random
+set of the 10 packages while the driver SIGKILLs about a third of them mid-install and SIGSTOPs some past the
+stale threshold before SIGCONT. Every round asks for a new version of each package, so every round races
+for fresh trees. After every round: every published tree verifies (RECORD hashes, no extra
+files, so none is half-written), and every pod that was not killed exited 0. At the end one ``ensure`` of
+everything must succeed, and each tree must have been installed at most once plus once per kill or pause
+that hit its holder. The counts are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import canonicalize_version
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fusemount import as_pod, mounted
+from helpers import cli, isolated_env, run
+from indexserver import IndexServer
+from wheels import make_wheel
+
+PACKAGES = [f"chaos-p{i}" for i in range(10)]
+#: Tables of the runs in this process, printed at the end of a pytest session (conftest.py).
+REPORTS: list[str] = []
+STALE, HEARTBEAT = 5.0, 1.0  # production keeps the same 6:1 ratio (120 s, 20 s)
+
+
+@dataclass
+class ChaosResult:
+    rounds: int = 0
+    pods: int = 0
+    killed: int = 0
+    stopped: int = 0
+    survivors_failed: list[str] = field(default_factory=list)
+    bad_trees: list[str] = field(default_factory=list)
+    installs: Counter[str] = field(default_factory=Counter)
+    kill_hits: Counter[str] = field(default_factory=Counter)
+    stop_hits: Counter[str] = field(default_factory=Counter)
+    over_budget: list[str] = field(default_factory=list)
+    #: Holders whose heartbeat a peer found stale although nobody paused them (a starved machine).
+    lost_leases: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    final_ok: bool = False
+
+    def table(self) -> str:
+        lines = [f"{'tree':<16} {'installs':>8} {'kill hits':>9} {'stop hits':>9} {'allowed':>7}"]
+        for tree in sorted(self.installs):
+            allowed = 1 + self.kill_hits[tree] + self.stop_hits[tree]
+            lines.append(
+                f"{tree:<16} {self.installs[tree]:>8} {self.kill_hits[tree]:>9} {self.stop_hits[tree]:>9} {allowed:>7}"
+            )
+        lines.append(
+            f"trees {len(self.installs)}, installs {sum(self.installs.values())}, kill hits "
+            f"{sum(self.kill_hits.values())}, stop hits {sum(self.stop_hits.values())}"
+        )
+        lines.append(
+            f"rounds {self.rounds}, pods {self.pods}, SIGKILLed {self.killed}, paused {self.stopped}; "
+            f"survivor failures {len(self.survivors_failed)}, bad trees {len(self.bad_trees)}, "
+            f"over budget {len(self.over_budget)}, leases lost {len(self.lost_leases)}, "
+            f"final ensure {'ok' if self.final_ok else 'FAILED'}"
+        )
+        return "\n".join(lines)
+
+    @property
+    def ok(self) -> bool:
+        return self.final_ok and not (self.survivors_failed or self.bad_trees or self.over_budget)
+
+
+def version(round_: int) -> str:
+    return f"1.{round_}"
+
+
+def _tree(name: str, version_text: str) -> str:
+    # One key per tree whatever the spelling: lock files carry the canonical version ("1"), specs "1.0".
+    return f"{name}=={canonicalize_version(version_text, strip_trailing_zero=True)}"
+
+
+def make_wheels(directory: Path, rounds: int) -> None:
+    for round_ in range(rounds):
+        for package in PACKAGES:
+            make_wheel(directory, package, version(round_), payload=64 << 10)
+
+
+def _holding(backing_repo: Path, host: str, pid: int) -> list[str]:
+    """The trees ("name==version") whose lock the pod (host, pid) holds now, from the owner notes beside locks."""
+    held = []
+    for note in backing_repo.glob("locks/*/*/*.owner"):
+        try:
+            owner = json.loads(note.read_text())
+        except (OSError, ValueError):
+            continue
+        if owner.get("host") == host and owner.get("pid") == pid:
+            held.append(_tree(note.parent.name, note.name.removesuffix(".owner")))
+    return held
+
+
+def _check_trees(backing_repo: Path, result: ChaosResult) -> None:
+    if not (backing_repo / "trees").exists():
+        return
+    done = run("verify", "--all", "--repo", backing_repo, "--json")
+    for tree in json.loads(done.stdout)["trees"]:
+        # "unrecorded" is a whole tree whose installer died between publish and record: ensure re-records it.
+        whole = tree["status"] in ("ok", "unrecorded") and not (tree["missing"] or tree["changed"] or tree["extra"])
+        if not whole:
+            result.bad_trees.append(f"{tree['tree']}: {tree['status']} {tree['missing'] + tree['changed']}")
+
+
+def run_chaos(
+    work: Path,
+    mounts: list[Path],
+    index: IndexServer,
+    rounds: int,
+    pods: int,
+    seed: int,
+    say: Callable[[str], None] = print,
+) -> ChaosResult:
+    rng = random.Random(seed)
+    result = ChaosResult(rounds=rounds, pods=rounds * pods)
+    backing_repo = work / "backing" / "repo"
+    env = isolated_env()
+    for number in range(rounds):
+        procs = []
+        for index_ in range(pods):
+            host = f"pod-{number}-{index_}"
+            wanted = [f"{p}=={version(number)}" for p in rng.sample(PACKAGES, rng.randint(3, 5))]
+            repo = mounts[index_ % len(mounts)] / "repo"
+            args = [
+                "ensure",
+                *wanted,
+                "--repo",
+                repo,
+                "--no-index",
+                "--find-links",
+                index.url,
+                "--json",
+                "--stale-after",
+                str(STALE),
+                "--heartbeat",
+                str(HEARTBEAT),
+                "--jobs",
+                "2",
+            ]
+            proc = subprocess.Popen(
+                [*as_pod(host), *cli(*args)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+            procs.append((host, proc))
+        time.sleep(rng.uniform(1.0, 2.5))  # let them get into pip
+        victims = rng.sample(range(pods), max(1, pods // 3))
+        paused = [i for i in rng.sample(range(pods), 2) if i not in victims][:1]
+        for i in victims:
+            host, proc = procs[i]
+            for package in _holding(backing_repo, host, proc.pid):
+                result.kill_hits[package] += 1
+            result.log.append(f"{host} killed holding {_holding(backing_repo, host, proc.pid)}")
+            os.killpg(proc.pid, signal.SIGKILL)
+            result.killed += 1
+        for i in paused:
+            host, proc = procs[i]
+            for package in _holding(backing_repo, host, proc.pid):
+                result.stop_hits[package] += 1
+            os.killpg(proc.pid, signal.SIGSTOP)
+            result.stopped += 1
+        if paused:
+            time.sleep(STALE + 1.5)  # past the lease: peers take over
+            for i in paused:
+                os.killpg(procs[i][1].pid, signal.SIGCONT)
+        for i, (host, proc) in enumerate(procs):
+            out, err = proc.communicate(timeout=300)
+            try:
+                for package in json.loads(out)["packages"]:
+                    result.log.append(f"{host} {_tree(package['name'], package['version'])} {package['action']}")
+            except (ValueError, KeyError):
+                result.log.append(f"{host} exit {proc.returncode}{' (killed)' if i in victims else ''}")
+            for line in err.splitlines():
+                if "lost the lock" in line:
+                    result.lost_leases.append(f"round {number} {host}{' (paused)' if i in paused else ''}: {line}")
+            if i not in victims and proc.returncode != 0:
+                result.survivors_failed.append(f"round {number} {host}: exit {proc.returncode}: {err.strip()[-300:]}")
+        _check_trees(backing_repo, result)
+        say(
+            f"round {number + 1}/{rounds}: killed {len(victims)}, paused {len(paused)}, "
+            f"bad trees so far {len(result.bad_trees)}, survivor failures so far {len(result.survivors_failed)}"
+        )
+    everything = [f"{p}=={version(r)}" for r in range(rounds) for p in PACKAGES]
+    final = run(
+        "ensure",
+        *everything,
+        "--repo",
+        mounts[0] / "repo",
+        "--no-index",
+        "--find-links",
+        index.url,
+        "--stale-after",
+        str(STALE),
+        "--heartbeat",
+        str(HEARTBEAT),
+        env=env,
+    )
+    result.final_ok = final.returncode == 0
+    if not result.final_ok:
+        result.survivors_failed.append(f"final ensure: {final.stderr.strip()[-300:]}")
+    _check_trees(backing_repo, result)
+    for spec in everything:
+        name, number = spec.split("==")
+        tree = _tree(name, number)
+        result.installs[tree] = index.downloads(f"{name.replace('-', '_')}-{number}-")
+        if result.installs[tree] > 1 + result.kill_hits[tree] + result.stop_hits[tree]:
+            result.over_budget.append(tree)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Chaos run of repoinstall across pods (root, FUSE, unshare).")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--pods", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "wheels").mkdir()
+        make_wheels(work / "wheels", args.rounds)
+        server = IndexServer(work / "wheels").start()
+        for prefix in PACKAGES:
+            server.delays[prefix.replace("-", "_") + "-"] = 1.0  # long enough to be caught mid-install
+        try:
+            with mounted(work, ["client-a", "client-b"]) as mounts:
+                result = run_chaos(work, mounts, server, args.rounds, args.pods, args.seed)
+        finally:
+            server.stop()
+    print(result.table())
+    for line in result.survivors_failed + result.bad_trees + [f"over budget: {t}" for t in result.over_budget]:
+        print("FAILED:", line)
+    for line in result.lost_leases:
+        print("lease lost:", line)
+    for tree in result.over_budget:
+        print(f"-- {tree}:", *[line for line in result.log if tree in line or "killed" in line], sep="\n  ")
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
