@@ -165,3 +165,24 @@ def foreign_owner(directory_fd: int, leaf: str) -> int | None:
     except OSError:
         return None
     return owner if owner != os.geteuid() else None
+
+
+def links_keep_identity(directory_fd: int) -> bool:
+    """Whether a hard link here names the same file (same inode) as its source.
+
+    filelock's lock commits by hard link and confirms the commit by that identity. sshfs, for one, shows a
+    link as a separate file with its own inode, so there a lock could never be taken.
+    """
+    source = f".link-probe.{os.getpid()}.{os.urandom(4).hex()}"
+    target = source + ".linked"
+    try:
+        os.close(os.open(source, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=directory_fd))
+        os.link(source, target, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
+        first = os.stat(source, dir_fd=directory_fd, follow_symlinks=False)
+        second = os.stat(target, dir_fd=directory_fd, follow_symlinks=False)
+        return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+    except OSError:
+        return False
+    finally:
+        for name in (source, target):
+            _fs.unlink(directory_fd, name)

@@ -97,6 +97,9 @@ class Repo:
         self._on_event = on_event
         self._flights: SingleFlight[tuple[Action, _Timing]] | None = None
         self._warned_foreign = False
+        self._warned_links = False
+        #: Probed once, at the first lock this process takes.
+        self._links_work: bool | None = None
 
     @property
     def path(self) -> str:
@@ -222,7 +225,7 @@ class Repo:
         )
 
     def _lock(self, tid: TreeId) -> TreeLock:
-        from ._lock import FileTreeLock, NoLock, foreign_owner
+        from ._lock import FileTreeLock, NoLock, foreign_owner, links_keep_identity
 
         if not self.settings.enabled:
             return NoLock()
@@ -231,7 +234,24 @@ class Repo:
             os.close(directory)
             self._unshareable(tid, owner)
             return NoLock()
+        if self._links_work is None:
+            self._links_work = links_keep_identity(directory)
+        if not self._links_work:
+            os.close(directory)
+            self._unlockable()
+            return NoLock()
         return FileTreeLock(directory, self._layout.path(LOCKS, tid.env, tid.name), tid.leaf, self.settings)
+
+    def _unlockable(self) -> None:
+        # Without hard links that keep their identity no filelock lock can ever be taken here; waiting would
+        # hang. Going on without locks stays correct (the rename is the commit point), at worst duplicating work.
+        if not self._warned_links:
+            self._warned_links = True
+            _log.logger().warning(
+                "hard links on %s do not keep file identity (sshfs does this), so install locks cannot work "
+                "here: going on without them (safe, may duplicate work). `repoinstall doctor` tells more.",
+                self.path,
+            )
 
     def _unshareable(self, tid: TreeId, owner: int) -> None:
         # filelock keeps its lock state private to one UID (0600 files, 0700 dirs). Going on without the lock
