@@ -431,7 +431,10 @@ def list_(repo: RepoOpt = None, as_json: JsonOpt = False) -> None:
 
 def _terminated(signum: int, frame: object) -> None:
     # Kubernetes stops a pod with SIGTERM: unwind like Ctrl-C, so pip is killed, the staging dir removed and
-    # the lock released at once, instead of peers waiting out the stale threshold.
+    # the lock released at once, instead of peers waiting out the stale threshold. Installers that worker
+    # threads (--jobs) run are killed too, so their ensures fail and clean up just as fast.
+    if "repoinstall._pip" in sys.modules:
+        sys.modules["repoinstall._pip"].stop_all()
     raise SystemExit(128 + signum)
 
 

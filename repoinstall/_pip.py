@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import threading
 
 from ._errors import InstallError
 from ._options import InstallOptions
@@ -63,26 +65,47 @@ def command(options: InstallOptions, target: str, requested: Requested, pin: str
     return [*base, "--require-hashes", "-r", path]
 
 
+#: Installers running now, so a SIGTERM can stop all of them at once (worker threads included).
+_running: set[subprocess.Popen[bytes]] = set()
+_running_guard = threading.Lock()
+
+
+def stop_all() -> None:
+    """Kill every running installer: their ensures then fail, remove their staging dirs and release locks."""
+    with _running_guard:
+        for proc in _running:
+            with contextlib.suppress(OSError):
+                proc.kill()
+
+
 def run(cmd: list[str], timeout: float, what: str) -> None:
     """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure."""
     env = {k: v for k, v in os.environ.items() if k not in _DESTINATION_VARIABLES}
     try:
-        done = subprocess.run(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            timeout=timeout,
-            check=False,
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
         )
-    except subprocess.TimeoutExpired:
-        raise InstallError(f"{what}: pip did not finish within {timeout:g}s (see --install-timeout)") from None
     except OSError as error:
         raise InstallError(f"{what}: cannot run {cmd[0]}: {error.strerror}") from None
-    if done.returncode != 0:
-        output = done.stdout.decode("utf-8", "replace")
+    with _running_guard:
+        _running.add(proc)
+    try:
+        with proc:
+            try:
+                output_bytes, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise InstallError(f"{what}: pip did not finish within {timeout:g}s (see --install-timeout)") from None
+            except BaseException:
+                proc.kill()  # interrupted (SIGTERM, Ctrl-C): pip must not outlive us writing into staging
+                raise
+    finally:
+        with _running_guard:
+            _running.discard(proc)
+    if proc.returncode != 0:
+        output = output_bytes.decode("utf-8", "replace")
         lines = [line for line in output.splitlines() if line.strip()]
         tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
         reason = "the repo's filesystem is full" if "No space left on device" in output else "pip failed"
-        raise InstallError(f"{what}: {reason} (exit {done.returncode}):\n{tail}")
+        raise InstallError(f"{what}: {reason} (exit {proc.returncode}):\n{tail}")

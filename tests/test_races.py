@@ -16,6 +16,7 @@ from helpers import (
     ensure_args,
     finish,
     import_version,
+    run,
     signal_group,
     start,
     wait_until,
@@ -134,8 +135,6 @@ def test_wait_timeout_exits_3_and_names_the_holder(repo: Path, index: IndexServe
     index.delays["slow_pkg"] = 4.0
     holder = start(*ensure_args(repo, index.url, "slow-pkg==1.0"))
     index.wait_for_download("slow_pkg")
-    from helpers import run
-
     waiter = run(*ensure_args(repo, index.url, "slow-pkg==1.0"), "--wait-timeout", "1")
     assert waiter.returncode == 3, waiter.stderr
     assert "gave up after 1s waiting for" in waiter.stderr
@@ -161,3 +160,21 @@ def test_sigterm_releases_the_lock_and_cleans_up_at_once(repo: Path, index: Inde
     assert actions(out) == ["installed"]
     staging = [p for p in (repo / "staging").rglob("*") if p.parent.parent.name == "staging"]
     assert staging == [], staging
+
+
+def test_sigterm_stops_every_install_of_a_parallel_run(repo: Path, index: IndexServer) -> None:
+    index.delays["slow_pkg"] = 20.0
+    index.delays["adaptor_d"] = 20.0
+    slow_lock = ["--stale-after", "600", "--heartbeat", "1"]  # a lock left held would outlast the waiter
+    both = ("slow-pkg==1.0", "adaptor-d==1.0")
+    holder = start(*ensure_args(repo, index.url, *both, fast=False), *slow_lock, "--jobs", "2")
+    index.wait_for_download("slow_pkg")
+    index.wait_for_download("adaptor_d")
+    holder.send_signal(signal.SIGTERM)
+    code, _, err = finish(holder, timeout=15)  # not the 20 s the downloads would take
+    assert code == 143, err
+    assert [p for p in (repo / "staging").rglob("*") if p.parent.parent.name == "staging"] == []
+    index.delays.clear()
+    waiter = run(*ensure_args(repo, index.url, *both, fast=False), *slow_lock, "--wait-timeout", "30")
+    assert waiter.returncode == 0, waiter.stderr
+    assert actions(waiter.stdout) == ["installed", "installed"]
