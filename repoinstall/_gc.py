@@ -98,10 +98,10 @@ class Collector:
             return True
         from ._lock import FileTreeLock
 
-        directory = _fs.make_dirs(self.layout.writable_fd(), (LOCKS, tid.env, tid.name), self.layout.root)
+        directory = _fs.make_dirs(self.layout.writable_fd(), self.layout.lock_dir(tid), self.layout.root)
         lock = FileTreeLock(
             directory,
-            self.layout.path(LOCKS, tid.env, tid.name),
+            self.layout.path(*self.layout.lock_dir(tid)),
             tid.leaf,
             self.settings._replace(wait_timeout=0.0),
             announce=False,
@@ -163,7 +163,7 @@ class Collector:
     def lock_debris(self) -> None:
         for tid in self.layout.discover(LOCKS):
             info = inspect(self.layout, tid, self.settings.stale_after, self.now)
-            directory = self.layout.path(LOCKS, tid.env, tid.name)
+            directory = self.layout.path(*self.layout.lock_dir(tid))
             note = os.path.join(directory, tid.leaf + OWNER_SUFFIX)
             if not info.held and os.path.lexists(note) and _age(note, self.now) >= self.older_than:
                 self._remove("note", note, "owner note of a lock nobody holds", partial(os.unlink, note))

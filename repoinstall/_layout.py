@@ -117,12 +117,12 @@ class Layout:
         return (TREES, tid.env, tid.name)
 
     @staticmethod
-    def record_dir(tid: TreeId) -> tuple[str, ...]:
-        return (RECORDS, tid.env, tid.name)
-
-    @staticmethod
     def lock_dir(tid: TreeId) -> tuple[str, ...]:
         return (LOCKS, tid.env, tid.name)
+
+    @staticmethod
+    def record_dir(tid: TreeId) -> tuple[str, ...]:
+        return (RECORDS, tid.env, tid.name)
 
     def discover(self, kind: str, env: str | None = None, name: str | None = None) -> list[TreeId]:
         """The trees that have an entry under ``kind`` (TREES, RECORDS or LOCKS), optionally of one env and name.

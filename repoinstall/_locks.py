@@ -84,7 +84,7 @@ def latest_writer(rw_dir: str) -> tuple[str | None, str | None]:
 
 
 def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None = None) -> LockInfo:
-    directory = layout.path(LOCKS, tid.env, tid.name)
+    directory = layout.path(*layout.lock_dir(tid))
     rw_dir = os.path.join(directory, tid.leaf + LOCK_SUFFIX)
     now = time.time() if now is None else now
     writer, problem = latest_writer(rw_dir)

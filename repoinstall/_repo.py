@@ -12,7 +12,7 @@ from . import _fs, _log, _manifest
 from ._check import State, check
 from ._errors import ForeignLock, InstallError, InvalidInput, NotInstalled, NotPinned, RepoinstallError, RepoUnusable
 from ._identity import TreeId, environment_tag
-from ._layout import LOCKS, RECORDS, TREES, Layout, default_repo
+from ._layout import RECORDS, TREES, Layout, default_repo
 from ._options import LockSettings
 from ._requirements import Requested, parse_spec
 
@@ -229,7 +229,7 @@ class Repo:
 
         if not self.settings.enabled:
             return NoLock()
-        directory = _fs.make_dirs(self._layout.writable_fd(), (LOCKS, tid.env, tid.name), self._layout.root)
+        directory = _fs.make_dirs(self._layout.writable_fd(), self._layout.lock_dir(tid), self._layout.root)
         if (owner := foreign_owner(directory, tid.leaf)) is not None:
             os.close(directory)
             self._unshareable(tid, owner)
@@ -240,7 +240,7 @@ class Repo:
             os.close(directory)
             self._unlockable()
             return NoLock()
-        return FileTreeLock(directory, self._layout.path(LOCKS, tid.env, tid.name), tid.leaf, self.settings)
+        return FileTreeLock(directory, self._layout.path(*self._layout.lock_dir(tid)), tid.leaf, self.settings)
 
     def _unlockable(self) -> None:
         # Without hard links that keep their identity no filelock lock can ever be taken here; waiting would
