@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import re
-import sys
 from typing import NamedTuple
 
-from packaging.utils import canonicalize_name, canonicalize_version
 from packaging.version import InvalidVersion, Version
 
+from ._envtag import environment_tag
 from ._errors import InvalidRequirement
+
+__all__ = ["TreeId", "canonical_name", "canonical_version", "environment_tag"]
 
 # Canonical names and extras (PEP 503 / PEP 685) are lowercase letters, digits and single dashes: no '/', no
 # '..', nothing a path could escape with. Checked again here so no caller can smuggle another shape in.
@@ -19,27 +19,34 @@ _VERSION_SAFE = re.compile(r"^[A-Za-z0-9.+!_-]+$")
 _ENV_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-@functools.cache
-def environment_tag() -> str:
-    """interpreter-abi-platform of this Python: the first (most specific) tag ``packaging.tags.sys_tags()`` gives.
+_SEPARATORS = re.compile(r"[-_.]+")
 
-    A tree is built by and for one such tag, so a tree built in one container image is never imported by an
-    image with another interpreter, ABI or platform (glibc level included).
+
+def canonical_name(name: str) -> str:
+    """PEP 503's normalized name (what ``packaging.utils.canonicalize_name`` returns; a test compares them).
+
+    Spelled out here so the warm path need not import packaging.utils, which imports packaging.tags.
     """
-    from packaging import tags
+    return _SEPARATORS.sub("-", name).lower()
 
-    # sys_tags() lists every platform (all glibc levels) before its first tag; only the first is needed, and
-    # it is the same tag (a test compares them).
-    platforms = [next(iter(tags.platform_tags()))]
-    if tags.interpreter_name() == "cp":
-        # CPython's ABI tag is cp<version><abiflags>; deriving it from sys.abiflags spares loading all of
-        # sysconfig's build data, which is what packaging reads it from (a test checks they agree).
-        major, minor = sys.version_info[:2]
-        abis = [f"cp{major}{minor}{sys.abiflags}"] if hasattr(sys, "abiflags") else None
-        tag = next(iter(tags.cpython_tags(abis=abis, platforms=platforms)))
-    else:
-        tag = next(iter(tags.generic_tags(platforms=platforms)))
-    return f"{tag.interpreter}-{tag.abi}-{tag.platform}"
+
+def canonical_version(version: Version) -> str:
+    """The version with trailing zeros of its release dropped, so 1.0 and 1.0.0 name one tree
+    (``packaging.utils.canonicalize_version(v, strip_trailing_zero=True)``; a test compares them)."""
+    release = list(version.release)
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    text = f"{version.epoch}!" if version.epoch else ""
+    text += ".".join(map(str, release))
+    if version.pre is not None:
+        text += f"{version.pre[0]}{version.pre[1]}"
+    if version.post is not None:
+        text += f".post{version.post}"
+    if version.dev is not None:
+        text += f".dev{version.dev}"
+    if version.local is not None:
+        text += f"+{version.local}"
+    return text
 
 
 class _Fields(NamedTuple):
@@ -66,7 +73,7 @@ class TreeId(_Fields):
 
     def __new__(cls, env: str, name: str, version: Version, extras: tuple[str, ...] = ()) -> TreeId:
         text = str(version)
-        canonical = canonicalize_version(version, strip_trailing_zero=True)
+        canonical = canonical_version(version)
         if not _ENV_SAFE.match(env) or env in (".", ".."):
             raise InvalidRequirement(f"environment tag {env!r} is not usable as a directory name")
         if not _CANONICAL.match(name):
@@ -95,7 +102,7 @@ class TreeId(_Fields):
     def is_named(self, name: str, version: str) -> bool:
         """Whether a dist-info's (Name, Version) are this tree's project and version."""
         try:
-            return canonicalize_name(name) == self.name and Version(version) == self.version
+            return canonical_name(name) == self.name and Version(version) == self.version
         except InvalidVersion:
             return False
 

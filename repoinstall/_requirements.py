@@ -8,10 +8,10 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ._errors import InvalidRequirement, RequirementsFileError
+from ._identity import canonical_name
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -103,8 +103,8 @@ def _full(stripped: str, source: str, hashes: tuple[str, ...], where: str) -> Re
         raise InvalidRequirement(f"{where}: local archives are not supported; name a project and version")
     return Requested(
         text=str(requirement),
-        name=canonicalize_name(requirement.name),
-        extras=tuple(sorted({canonicalize_name(extra) for extra in requirement.extras})),
+        name=canonical_name(requirement.name),
+        extras=tuple(sorted({canonical_name(extra) for extra in requirement.extras})),
         pinned=_pinned(requirement, where),
         hashes=hashes,
         source=source,
@@ -141,8 +141,8 @@ def _plain(spec: str, source: str, hashes: tuple[str, ...]) -> Requested | None:
     shown_extras = f"[{','.join(sorted(set(extras)))}]" if extras else ""
     return Requested(
         text=f"{name}{shown_extras}=={version_text}",
-        name=canonicalize_name(name),
-        extras=tuple(sorted({canonicalize_name(e) for e in extras})),
+        name=canonical_name(name),
+        extras=tuple(sorted({canonical_name(e) for e in extras})),
         pinned=version,
         hashes=hashes,
         source=source,

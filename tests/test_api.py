@@ -88,12 +88,3 @@ def test_progress_line_on_a_terminal(repo: Path, index: IndexServer) -> None:
         os.close(controller)
     assert proc.returncode == 0
     assert b"installing slow-pkg==1.0" in seen
-
-
-def test_environment_tag_is_the_first_sys_tag() -> None:
-    from packaging.tags import sys_tags
-
-    from repoinstall._identity import environment_tag
-
-    first = next(iter(sys_tags()))
-    assert environment_tag() == f"{first.interpreter}-{first.abi}-{first.platform}"
