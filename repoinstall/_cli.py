@@ -13,6 +13,7 @@ import typer
 from . import _log
 from ._errors import RepoinstallError
 from ._layout import default_repo
+from ._options import HEARTBEAT, INSTALL_TIMEOUT, STALE_AFTER, WAIT_TIMEOUT
 from ._repo import EnsureResult, Repo
 
 if TYPE_CHECKING:
@@ -150,10 +151,10 @@ def ensure(
         int, typer.Option("--jobs", "-j", envvar="REPOINSTALL_JOBS", help="Install this many different trees at once.")
     ] = 4,
     no_lock: NoLockOpt = False,
-    stale_after: StaleOpt = 120.0,
-    heartbeat: HeartbeatOpt = 20.0,
-    wait_timeout: WaitOpt = 1800.0,
-    install_timeout: InstallTimeoutOpt = 900.0,
+    stale_after: StaleOpt = STALE_AFTER,
+    heartbeat: HeartbeatOpt = HEARTBEAT,
+    wait_timeout: WaitOpt = WAIT_TIMEOUT,
+    install_timeout: InstallTimeoutOpt = INSTALL_TIMEOUT,
     index_url: IndexUrlOpt = None,
     extra_index_url: ExtraIndexOpt = None,
     find_links: FindLinksOpt = None,
@@ -233,10 +234,10 @@ def verify(
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     no_lock: NoLockOpt = False,
-    stale_after: StaleOpt = 120.0,
-    heartbeat: HeartbeatOpt = 20.0,
-    wait_timeout: WaitOpt = 1800.0,
-    install_timeout: InstallTimeoutOpt = 900.0,
+    stale_after: StaleOpt = STALE_AFTER,
+    heartbeat: HeartbeatOpt = HEARTBEAT,
+    wait_timeout: WaitOpt = WAIT_TIMEOUT,
+    install_timeout: InstallTimeoutOpt = INSTALL_TIMEOUT,
     index_url: IndexUrlOpt = None,
     extra_index_url: ExtraIndexOpt = None,
     find_links: FindLinksOpt = None,
@@ -293,7 +294,7 @@ def verify(
 def locks(
     repo: RepoOpt = None,
     as_json: JsonOpt = False,
-    stale_after: StaleOpt = 120.0,
+    stale_after: StaleOpt = STALE_AFTER,
 ) -> None:
     """Every install lock: holder host and pid, seconds since its last heartbeat, stale or not."""
     try:
@@ -333,8 +334,8 @@ def gc(
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     no_lock: NoLockOpt = False,
-    stale_after: StaleOpt = 120.0,
-    heartbeat: HeartbeatOpt = 20.0,
+    stale_after: StaleOpt = STALE_AFTER,
+    heartbeat: HeartbeatOpt = HEARTBEAT,
 ) -> None:
     """Remove crashed installers' staging dirs, lock debris, set-aside trees and, on request, unused trees."""
     _log.configure_cli(quiet=quiet, verbose=verbose)

@@ -20,9 +20,9 @@ from typing import NamedTuple
 
 from . import _fs, _log, _manifest
 from ._check import State, check
-from ._errors import LockTimeout
+from ._errors import ForeignLock, LockTimeout
 from ._identity import TreeId
-from ._layout import LOCKS, OWNER_NOTE, OWNER_SUFFIX, RECORDS, STAGING, TRASH, USED_SUFFIX, Layout
+from ._layout import LOCKS, OWNER_NOTE, OWNER_SUFFIX, RECORDS, STAGING, TRASH, Layout
 from ._locks import inspect
 from ._options import LockSettings
 
@@ -42,14 +42,6 @@ def _age(path: str, now: float) -> float:
         return now - os.stat(path, follow_symlinks=False).st_mtime
     except OSError:
         return 0.0
-
-
-def _aside(layout: Layout, path: str, label: str) -> str:
-    """Rename ``path`` into trash/ (one atomic step), then it can be deleted at leisure."""
-    os.close(_fs.make_dirs(layout.writable_fd(), (TRASH,), layout.root))
-    target = layout.path(TRASH, f"{label}.{os.urandom(4).hex()}")
-    os.rename(path, target)
-    return target
 
 
 class Collector:
@@ -81,7 +73,7 @@ class Collector:
             self.unused_trees(self.unused_for)
         return self.found
 
-    def _remove(self, kind: str, path: str, reason: str, action: Callable[[], None]) -> None:
+    def _remove(self, kind: str, path: str, reason: str, action: Callable[[], object]) -> None:
         done = False
         if not self.dry_run:
             try:
@@ -92,29 +84,22 @@ class Collector:
         self.found.append(Removal(kind, path, reason, done))
 
     def _with_lock(self, tid: TreeId, step: Callable[[], None]) -> bool:
-        """Run ``step`` holding the tree's lock without waiting; ``False`` if a peer holds it."""
+        """Run ``step`` holding the tree's lock without waiting; ``False`` if it cannot be had now, because a
+        peer holds it or because no lock can be had here at all (then only an expired lock proves anything)."""
         if not self.settings.enabled:
             step()
             return True
-        from ._lock import FileTreeLock
+        from ._lock import Unusable, open_tree_lock
 
-        directory = _fs.make_dirs(self.layout.writable_fd(), self.layout.lock_dir(tid), self.layout.root)
-        lock = FileTreeLock(
-            directory,
-            self.layout.path(*self.layout.lock_dir(tid)),
-            tid.leaf,
-            self.settings._replace(wait_timeout=0.0),
-            announce=False,
-        )
+        lock = open_tree_lock(self.layout, tid, self.settings._replace(wait_timeout=0.0), announce=False)
+        if isinstance(lock, Unusable):
+            return False
         try:
             with lock:
                 step()
-        except LockTimeout:
+        except (LockTimeout, ForeignLock):
             return False
         return True
-
-    def _discard(self, path: str, label: str) -> None:
-        _fs.remove_tree(_aside(self.layout, path, label))
 
     def trash(self) -> None:
         # Everything in trash/ was set aside whole by one rename; a crash may have left it undeleted.
@@ -176,7 +161,7 @@ class Collector:
                 "lock",
                 info.path,
                 "lock state of an installed tree, idle",
-                partial(self._discard, info.path, f"lock.{tid.name}"),
+                partial(self.layout.discard, info.path, f"lock.{tid.name}"),
             )
 
     def temporaries(self) -> None:
@@ -206,11 +191,8 @@ class Collector:
             def unpublish(t: TreeId = tid, p: str = path, r: str = reason) -> None:
                 # Record first: from here a concurrent ensure sees the tree missing, never half-deleted.
                 _manifest.remove(self.layout, t)
-                used_note = self.layout.path(RECORDS, t.env, t.name, t.leaf + USED_SUFFIX)
-                if os.path.lexists(used_note):
-                    os.unlink(used_note)
                 if os.path.lexists(p):
-                    self._remove("tree", p, r, partial(self._discard, p, f"tree.{t.name}"))
+                    self._remove("tree", p, r, partial(self.layout.discard, p, f"tree.{t.name}"))
 
             if not self._with_lock(tid, unpublish):
                 _log.logger().info("kept %s: its lock is held", tid)

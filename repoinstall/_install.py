@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from . import _fs, _log, _manifest
 from ._check import State, check
 from ._errors import InstallError
-from ._layout import OWNER_NOTE, STAGING, TRASH, Layout
+from ._layout import OWNER_NOTE, STAGING, Layout
 
 if TYPE_CHECKING:
     from ._identity import TreeId
@@ -69,19 +69,10 @@ def record_existing(layout: Layout, requested: Requested, tid: TreeId, dist_info
 
 
 def set_aside(layout: Layout, tid: TreeId) -> None:
-    """Move a broken tree out of the way: the record goes first, so nobody sees a record with a broken tree;
-    then one rename into trash/ (a symlink is moved, never followed), then the delete."""
+    """Move a broken tree out of the way: the record goes first, so nobody sees a record with a broken tree."""
     _manifest.remove(layout, tid)
-    trash = _fs.make_dirs(layout.writable_fd(), (TRASH,), layout.root)
-    name = f"{tid.env}.{tid.name}.{tid.leaf}.{os.urandom(4).hex()}"
-    try:
-        os.rename(layout.tree_path(tid), os.path.join(layout.path(TRASH), name))
-    except FileNotFoundError:
-        return
-    finally:
-        os.close(trash)
-    _log.logger().warning("moved a broken tree aside: %s", layout.tree_path(tid))
-    _fs.remove_tree(os.path.join(layout.path(TRASH), name))
+    if layout.discard(layout.tree_path(tid), f"{tid.env}.{tid.name}.{tid.leaf}"):
+        _log.logger().warning("moved a broken tree aside: %s", layout.tree_path(tid))
 
 
 def stage_and_publish(

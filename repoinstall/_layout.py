@@ -145,6 +145,19 @@ class Layout:
                         found.append(tid)
         return found
 
+    def discard(self, path: str, label: str) -> bool:
+        """Take ``path`` out of the repo's view: one rename into trash/ (a symlink is moved, never followed),
+        then delete it there. A reader sees the whole thing or nothing, never a half-deleted tree.
+        ``False`` if ``path`` was already gone."""
+        os.close(_fs.make_dirs(self.writable_fd(), (TRASH,), self.root))
+        target = self.path(TRASH, f"{label}.{os.urandom(4).hex()}")
+        try:
+            os.rename(path, target)
+        except FileNotFoundError:
+            return False
+        _fs.remove_tree(target)
+        return True
+
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
 

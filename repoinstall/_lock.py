@@ -17,12 +17,16 @@ import json
 import os
 import threading
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from . import _fs, _log
 from ._errors import ForeignLock, InstallError, LockTimeout
 from ._layout import LOCK_SUFFIX, OWNER_SUFFIX
 from ._options import LockSettings
+
+if TYPE_CHECKING:
+    from ._identity import TreeId
+    from ._layout import Layout
 
 #: How long one acquire attempt blocks before we look at who holds the lock and at our own deadline.
 _SLICE = 1.0
@@ -186,3 +190,46 @@ def links_keep_identity(directory_fd: int) -> bool:
     finally:
         for name in (source, target):
             _fs.unlink(directory_fd, name)
+
+
+class Unusable(NamedTuple):
+    """Why no lock can be had for a tree here; ``kind`` tells warnings apart ("foreign" or "links")."""
+
+    kind: str
+    message: str
+
+
+def foreign_lock(tid: TreeId, owner: int) -> Unusable:
+    # filelock keeps its lock state private to one UID (0600 files, 0700 dirs).
+    return Unusable(
+        "foreign",
+        f"the lock for {tid} belongs to uid {owner} and this is uid {os.geteuid()}: going on without it (safe, "
+        "may duplicate work). Fix: run every pod with one runAsUser (and one fsGroup).",
+    )
+
+
+#: Repo root -> whether hard links there keep file identity; probed once per process.
+_links_work: dict[str, bool] = {}
+
+
+def open_tree_lock(
+    layout: Layout, tid: TreeId, settings: LockSettings, *, announce: bool = True
+) -> FileTreeLock | Unusable:
+    """The tree's lock, or why none can be had here: waiting for it would then fail or hang forever.
+
+    Going on without a lock stays correct, because the rename is the commit point; it only risks duplicate work.
+    """
+    directory = _fs.make_dirs(layout.writable_fd(), layout.lock_dir(tid), layout.root)
+    if (owner := foreign_owner(directory, tid.leaf)) is not None:
+        os.close(directory)
+        return foreign_lock(tid, owner)
+    if layout.root not in _links_work:
+        _links_work[layout.root] = links_keep_identity(directory)
+    if not _links_work[layout.root]:
+        os.close(directory)
+        return Unusable(
+            "links",
+            f"hard links on {layout.root} do not keep file identity (sshfs does this), so install locks cannot "
+            "work here: going on without them (safe, may duplicate work). `repoinstall doctor` tells more.",
+        )
+    return FileTreeLock(directory, layout.path(*layout.lock_dir(tid)), tid.leaf, settings, announce=announce)

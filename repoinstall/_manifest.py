@@ -106,6 +106,7 @@ def write(layout: Layout, tid: TreeId, record: Record) -> None:
 
 
 def remove(layout: Layout, tid: TreeId) -> None:
+    """Unpublish the record (and its "last ensured" note): from here the tree reads as not installed."""
     fd = layout.root_fd()
     if fd is None:
         return
@@ -113,6 +114,7 @@ def remove(layout: Layout, tid: TreeId) -> None:
     if directory is not None:
         try:
             _fs.unlink(directory, tid.leaf + RECORD_SUFFIX)
+            _fs.unlink(directory, tid.leaf + USED_SUFFIX)
         finally:
             os.close(directory)
 

@@ -6,13 +6,21 @@ import math
 import sys
 from typing import NamedTuple
 
+#: Defaults shared by the API and every command. The lock's fit NFS attribute caching.
+STALE_AFTER = 120.0
+HEARTBEAT = 20.0
+WAIT_TIMEOUT = 1800.0
+INSTALL_TIMEOUT = 900.0
+#: gc leaves debris younger than this: longer than an install may take, so it never races a live installer.
+GC_OLDER_THAN = 3600.0
+
 
 class LockSettings(NamedTuple):
     """Defaults fit NFS attribute caching: a peer may see a heartbeat only seconds after it was written."""
 
-    stale_after: float = 120.0
-    heartbeat: float = 20.0
-    wait_timeout: float = 1800.0
+    stale_after: float = STALE_AFTER
+    heartbeat: float = HEARTBEAT
+    wait_timeout: float = WAIT_TIMEOUT
     enabled: bool = True
 
     def validate(self) -> str | None:
@@ -38,7 +46,7 @@ class InstallOptions(NamedTuple):
     find_links: tuple[str, ...] = ()
     no_index: bool = False
     constraints: tuple[str, ...] = ()
-    timeout: float = 900.0
+    timeout: float = INSTALL_TIMEOUT
     python: str = sys.executable
 
 

@@ -8,19 +8,19 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
-from . import _fs, _log, _manifest
+from . import _log, _manifest
 from ._check import State, check
 from ._errors import ForeignLock, InstallError, InvalidInput, NotInstalled, NotPinned, RepoinstallError, RepoUnusable
 from ._identity import TreeId, environment_tag
 from ._layout import RECORDS, TREES, Layout, default_repo
-from ._options import LockSettings
+from ._options import GC_OLDER_THAN, HEARTBEAT, STALE_AFTER, WAIT_TIMEOUT, LockSettings
 from ._requirements import Requested, parse_spec
 
 if TYPE_CHECKING:
     from ._doctor import Finding
     from ._flight import SingleFlight
     from ._gc import Removal
-    from ._lock import TreeLock
+    from ._lock import TreeLock, Unusable
     from ._locks import LockInfo
     from ._options import InstallOptions
     from ._verify import TreeReport
@@ -78,9 +78,9 @@ class Repo:
         path: str | os.PathLike[str] | None = None,
         *,
         lock: bool = True,
-        stale_after: float = 120.0,
-        heartbeat: float = 20.0,
-        wait_timeout: float = 1800.0,
+        stale_after: float = STALE_AFTER,
+        heartbeat: float = HEARTBEAT,
+        wait_timeout: float = WAIT_TIMEOUT,
         jobs: int = 4,
         install: InstallOptions | None = None,
         on_event: Callable[[Event], None] | None = None,
@@ -96,10 +96,7 @@ class Repo:
         self._install_options = install
         self._on_event = on_event
         self._flights: SingleFlight[tuple[Action, _Timing]] | None = None
-        self._warned_foreign = False
-        self._warned_links = False
-        #: Probed once, at the first lock this process takes.
-        self._links_work: bool | None = None
+        self._warned: set[str] = set()
 
     @property
     def path(self) -> str:
@@ -225,46 +222,21 @@ class Repo:
         )
 
     def _lock(self, tid: TreeId) -> TreeLock:
-        from ._lock import FileTreeLock, NoLock, foreign_owner, links_keep_identity
+        from ._lock import NoLock, Unusable, open_tree_lock
 
         if not self.settings.enabled:
             return NoLock()
-        directory = _fs.make_dirs(self._layout.writable_fd(), self._layout.lock_dir(tid), self._layout.root)
-        if (owner := foreign_owner(directory, tid.leaf)) is not None:
-            os.close(directory)
-            self._unshareable(tid, owner)
+        lock = open_tree_lock(self._layout, tid, self.settings)
+        if isinstance(lock, Unusable):
+            self._go_without(lock)
             return NoLock()
-        if self._links_work is None:
-            self._links_work = links_keep_identity(directory)
-        if not self._links_work:
-            os.close(directory)
-            self._unlockable()
-            return NoLock()
-        return FileTreeLock(directory, self._layout.path(*self._layout.lock_dir(tid)), tid.leaf, self.settings)
+        return lock
 
-    def _unlockable(self) -> None:
-        # Without hard links that keep their identity no filelock lock can ever be taken here; waiting would
-        # hang. Going on without locks stays correct (the rename is the commit point), at worst duplicating work.
-        if not self._warned_links:
-            self._warned_links = True
-            _log.logger().warning(
-                "hard links on %s do not keep file identity (sshfs does this), so install locks cannot work "
-                "here: going on without them (safe, may duplicate work). `repoinstall doctor` tells more.",
-                self.path,
-            )
-
-    def _unshareable(self, tid: TreeId, owner: int) -> None:
-        # filelock keeps its lock state private to one UID (0600 files, 0700 dirs). Going on without the lock
-        # stays correct, because the rename is the commit point; it only risks duplicate work.
-        if not self._warned_foreign:
-            self._warned_foreign = True
-            _log.logger().warning(
-                "the lock for %s belongs to uid %d and this is uid %d: going on without it (safe, may duplicate "
-                "work). Fix: run every pod with one runAsUser (and one fsGroup).",
-                tid,
-                owner,
-                os.geteuid(),
-            )
+    def _go_without(self, unusable: Unusable) -> None:
+        # Once per kind of obstacle: a repo of a thousand trees on sshfs should say it once, not a thousand times.
+        if unusable.kind not in self._warned:
+            self._warned.add(unusable.kind)
+            _log.logger().warning("%s", unusable.message)
 
     def _install(self, requested: Requested, tid: TreeId) -> tuple[Action, _Timing]:
         from ._install import install_locked
@@ -289,9 +261,9 @@ class Repo:
                     return step(lock)
             except ForeignLock as foreign:
                 # Another UID created the lock between our look and our acquire.
-                from ._lock import NoLock
+                from ._lock import NoLock, foreign_lock
 
-                self._unshareable(tid, foreign.owner)
+                self._go_without(foreign_lock(tid, foreign.owner))
                 with NoLock() as lock:
                     return step(lock)
         except OSError as error:
@@ -353,7 +325,7 @@ class Repo:
         return list_locks(self._layout, self.settings.stale_after)
 
     def gc(
-        self, *, older_than: float = 3600.0, unused_for: float | None = None, dry_run: bool = False
+        self, *, older_than: float = GC_OLDER_THAN, unused_for: float | None = None, dry_run: bool = False
     ) -> list[Removal]:
         """Remove crashed installers' leftovers older than ``older_than`` seconds (and, with ``unused_for``,
         trees not ensured for that long); see :mod:`repoinstall._gc` for why each removal is safe."""
