@@ -11,10 +11,10 @@ from ._errors import (
     InvalidRequirement,
     LockTimeout,
     NotInstalled,
-    NotPinned,
     RepoinstallError,
     RepoUnusable,
     RequirementsFileError,
+    ResolutionError,
 )
 from ._options import InstallOptions, LockSettings
 from ._repo import EnsureResult, Event, Repo
@@ -29,9 +29,9 @@ __all__ = [
     "LockSettings",
     "LockTimeout",
     "NotInstalled",
-    "NotPinned",
     "Repo",
     "RepoUnusable",
     "RepoinstallError",
     "RequirementsFileError",
+    "ResolutionError",
 ]

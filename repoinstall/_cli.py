@@ -13,7 +13,7 @@ import typer
 from . import _log
 from ._errors import RepoinstallError
 from ._layout import default_repo
-from ._options import HEARTBEAT, INSTALL_TIMEOUT, STALE_AFTER, WAIT_TIMEOUT
+from ._options import HEARTBEAT, INDEX_TTL, INSTALL_TIMEOUT, STALE_AFTER, WAIT_TIMEOUT
 from ._repo import EnsureResult, Repo
 
 if TYPE_CHECKING:
@@ -160,8 +160,31 @@ def ensure(
     find_links: FindLinksOpt = None,
     no_index: NoIndexOpt = False,
     constraint: ConstraintOpt = None,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            "--refresh",
+            envvar="REPOINSTALL_REFRESH",
+            help="Ask the index for unpinned specs even when an installed tree matches; install a newer match.",
+        ),
+    ] = False,
+    pre: Annotated[bool, typer.Option("--pre", help="Let unpinned specs resolve to pre-releases.")] = False,
+    index_ttl: Annotated[
+        float,
+        typer.Option(
+            "--index-ttl",
+            envvar="REPOINSTALL_INDEX_TTL",
+            metavar="SECONDS",
+            help="How long index answers cached on the volume stay fresh (0: always ask).",
+        ),
+    ] = INDEX_TTL,
 ) -> None:
-    """Install what is missing (once, cluster-wide) and print where each tree is."""
+    """Install what is missing (once, cluster-wide) and print where each tree is.
+
+    Unpinned specs (pkg, pkg>=2,<3) take the highest installed version that matches, with no network; only
+    if none matches (or with --refresh) is the index asked, as pip would ask it (pip.conf, PIP_INDEX_URL,
+    --index-url, ~/.netrc).
+    """
     _log.configure_cli(quiet=quiet, verbose=verbose)
     from ._requirements import collect
 
@@ -187,6 +210,9 @@ def ensure(
             jobs=jobs,
             install=options,
             on_event=progress,
+            refresh=refresh,
+            pre=pre,
+            index_ttl=index_ttl,
         ) as store:
             outcomes = store.ensure_all(wanted, return_exceptions=True)
     except RepoinstallError as error:

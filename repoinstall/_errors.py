@@ -23,10 +23,6 @@ class RequirementsFileError(InvalidInput):
     """A requirements file that is missing, unreadable or holds an unsupported line."""
 
 
-class NotPinned(InvalidInput):
-    """An unpinned spec that no installed tree satisfies; pin it to one version."""
-
-
 class RepoUnusable(InvalidInput):
     """The repo path is not a directory, cannot be created, or cannot be written when it must be."""
 
@@ -51,3 +47,8 @@ class LockTimeout(RepoinstallError):
     """Waiting for a peer's install lock took longer than the wait timeout (exit 3)."""
 
     exit_code = 3
+
+
+class ResolutionError(RepoinstallError):
+    """An unpinned spec could not be resolved to one version: index unreachable, refusing, garbled, or no
+    version matches (exit 1). The message names the index with its credentials redacted."""

@@ -138,11 +138,28 @@ class FileTreeLock:
         except OSError:
             pass  # the note is only for humans; the lock itself is held
 
+    def try_take(self) -> bool | None:
+        """One attempt that never waits: ``True`` if taken, ``False`` if a peer holds it, ``None`` if this
+        lock cannot be used at all (state of another UID, unreadable state). Release with ``__exit__``."""
+        from filelock import SoftFileLockProtocolError, Timeout
+
+        try:
+            self._lock.acquire_write(blocking=False)
+        except Timeout:
+            return False
+        except (PermissionError, SoftFileLockProtocolError):
+            return None
+        return True
+
     def __exit__(self, *exc: object) -> None:
         if not self.lost.is_set():  # after a loss the note may already be the new holder's
             with contextlib.suppress(OSError):
                 _fs.unlink(self._dir_fd, self._owner_name)
         self._lock.release(force=True)
+        self._close()
+
+    def close(self) -> None:
+        """Give up the lock object without releasing (after a ``try_take`` that did not take it)."""
         self._close()
 
     def _close(self) -> None:
@@ -199,11 +216,11 @@ class Unusable(NamedTuple):
     message: str
 
 
-def foreign_lock(tid: TreeId, owner: int) -> Unusable:
+def foreign_lock(what: TreeId | str, owner: int) -> Unusable:
     # filelock keeps its lock state private to one UID (0600 files, 0700 dirs).
     return Unusable(
         "foreign",
-        f"the lock for {tid} belongs to uid {owner} and this is uid {os.geteuid()}: going on without it (safe, "
+        f"the lock for {what} belongs to uid {owner} and this is uid {os.geteuid()}: going on without it (safe, "
         "may duplicate work). Fix: run every pod with one runAsUser (and one fsGroup).",
     )
 
@@ -219,10 +236,17 @@ def open_tree_lock(
 
     Going on without a lock stays correct, because the rename is the commit point; it only risks duplicate work.
     """
-    directory = _fs.make_dirs(layout.writable_fd(), layout.lock_dir(tid), layout.root)
-    if (owner := foreign_owner(directory, tid.leaf)) is not None:
+    return open_lock(layout, layout.lock_dir(tid), tid.leaf, settings, str(tid), announce=announce)
+
+
+def open_lock(
+    layout: Layout, parts: tuple[str, ...], leaf: str, settings: LockSettings, what: str, *, announce: bool = True
+) -> FileTreeLock | Unusable:
+    """The lock named ``leaf`` in the repo directory ``parts`` (for ``what``), or why none can be had here."""
+    directory = _fs.make_dirs(layout.writable_fd(), parts, layout.root)
+    if (owner := foreign_owner(directory, leaf)) is not None:
         os.close(directory)
-        return foreign_lock(tid, owner)
+        return foreign_lock(what, owner)
     if layout.root not in _links_work:
         _links_work[layout.root] = links_keep_identity(directory)
     if not _links_work[layout.root]:
@@ -232,4 +256,4 @@ def open_tree_lock(
             f"hard links on {layout.root} do not keep file identity (sshfs does this), so install locks cannot "
             "work here: going on without them (safe, may duplicate work). `repoinstall doctor` tells more.",
         )
-    return FileTreeLock(directory, layout.path(*layout.lock_dir(tid)), tid.leaf, settings, announce=announce)
+    return FileTreeLock(directory, layout.path(*parts), leaf, settings, announce=announce)

@@ -11,6 +11,8 @@ STALE_AFTER = 120.0
 HEARTBEAT = 20.0
 WAIT_TIMEOUT = 1800.0
 INSTALL_TIMEOUT = 900.0
+#: Seconds an index answer cached on the volume stays fresh: absorbs a fleet's start, still sees new releases soon.
+INDEX_TTL = 60.0
 #: gc leaves debris younger than this: longer than an install may take, so it never races a live installer.
 GC_OLDER_THAN = 3600.0
 

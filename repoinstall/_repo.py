@@ -10,19 +10,30 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
 from . import _log, _manifest
 from ._check import State, check
-from ._errors import ForeignLock, InstallError, InvalidInput, NotInstalled, NotPinned, RepoinstallError, RepoUnusable
+from ._errors import (
+    ForeignLock,
+    InstallError,
+    InvalidInput,
+    NotInstalled,
+    RepoinstallError,
+    RepoUnusable,
+    ResolutionError,
+)
 from ._identity import TreeId, environment_tag
 from ._layout import RECORDS, TREES, Layout, default_repo
-from ._options import GC_OLDER_THAN, HEARTBEAT, STALE_AFTER, WAIT_TIMEOUT, LockSettings
+from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, STALE_AFTER, WAIT_TIMEOUT, LockSettings
 from ._requirements import Requested, parse_spec
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from ._doctor import Finding
     from ._flight import SingleFlight
     from ._gc import Removal
     from ._lock import TreeLock, Unusable
     from ._locks import LockInfo
     from ._options import InstallOptions
+    from ._resolve import Resolver
     from ._verify import TreeReport
 
 Action = Literal["present", "installed", "repaired", "waited", "skipped"]
@@ -84,12 +95,17 @@ class Repo:
         jobs: int = 4,
         install: InstallOptions | None = None,
         on_event: Callable[[Event], None] | None = None,
+        refresh: bool = False,
+        pre: bool = False,
+        index_ttl: float = INDEX_TTL,
     ) -> None:
         self.settings = LockSettings(stale_after, heartbeat, wait_timeout, lock)
         if (problem := self.settings.validate()) is not None:
             raise InvalidInput(problem)
         if jobs < 1:
             raise InvalidInput(f"--jobs must be at least 1, got {jobs}")
+        if not index_ttl >= 0:
+            raise InvalidInput(f"--index-ttl must be zero or a positive number of seconds, got {index_ttl}")
         self._layout = Layout(default_repo() if path is None else path)
         self.env = environment_tag()
         self.jobs = jobs
@@ -97,6 +113,11 @@ class Repo:
         self._on_event = on_event
         self._flights: SingleFlight[tuple[Action, _Timing]] | None = None
         self._warned: set[str] = set()
+        #: Unpinned specs: installed trees first (no network) unless ``refresh``; then the index, as pip would.
+        self.refresh = refresh
+        self.pre = pre
+        self.index_ttl = index_ttl
+        self._resolver: Resolver | None = None
 
     @property
     def path(self) -> str:
@@ -114,30 +135,85 @@ class Repo:
     # ---- resolving what was asked to a tree ---------------------------------------------------------------
 
     def resolve(self, requested: Requested | str) -> TreeId | None:
-        """The tree for a requirement, ``None`` if its marker is false; pinned specs need no disk access."""
+        """The tree for a requirement, ``None`` if its marker is false.
+
+        Pinned specs need no disk access. A range takes the highest installed version that matches, with no
+        network at all; only if none does (or with ``refresh``) is the index asked, through the volume cache.
+        """
+        outcome = self._resolve_all([requested])[0]
+        if isinstance(outcome, RepoinstallError):
+            raise outcome
+        return outcome
+
+    async def aresolve(self, requested: Requested | str) -> TreeId | None:
+        """:meth:`resolve` on the event loop: the index is asked with ``httpx.AsyncClient``."""
+        requested, (tid, ask) = self._offline(requested)
+        if not ask:
+            return tid
+        resolver = self._resolver if self._resolver is not None else await _to_thread(self._make_resolver)
+        outcome = self._merge(requested, tid, (await resolver.aresolve([requested]))[0])
+        if isinstance(outcome, RepoinstallError):
+            raise outcome
+        return outcome
+
+    def _resolve_all(self, specs: Iterable[Requested | str]) -> list[TreeId | RepoinstallError | None]:
+        offline = [self._offline(spec) for spec in specs]
+        outcomes: list[TreeId | RepoinstallError | None] = [tid for _, (tid, _) in offline]
+        asking = [index for index, (_, (_, ask)) in enumerate(offline) if ask]
+        if asking:
+            resolver = self._resolver or self._make_resolver()
+            answers = resolver.resolve([offline[i][0] for i in asking])
+            for index, answer in zip(asking, answers, strict=True):
+                outcomes[index] = self._merge(offline[index][0], offline[index][1][0], answer)
+        return outcomes
+
+    def _offline(self, requested: Requested | str) -> tuple[Requested, tuple[TreeId | None, bool]]:
+        """(the spec, (its tree or ``None``, whether the index must be asked)), from the repo alone."""
         if isinstance(requested, str):
             requested = parse_spec(requested, source="api")
         if not requested.marker_applies():
-            return None
+            return requested, (None, False)
         version = requested.pinned_version()
         if version is not None:
-            return TreeId(self.env, requested.name, version, requested.extras)
-        # A range: the highest installed version that matches (index resolution is a later step).
-        extras_suffix = f"[{','.join(requested.extras)}]" if requested.extras else ""
-        candidates = [
-            tid.version
+            return requested, (TreeId(self.env, requested.name, version, requested.extras), False)
+        installed = self._installed_match(requested)
+        return requested, (installed, installed is None or self.refresh)
+
+    def _installed_match(self, requested: Requested) -> TreeId | None:
+        # The highest installed version the spec admits, by the same rule as the index: pip's pre-release rule.
+        found = {
+            tid.version: tid
             for tid in self._layout.discover(RECORDS, self.env, requested.name)
-            if tid.extras == requested.extras and requested.matches(tid.version)
-        ]
-        for candidate in sorted(candidates, reverse=True):
-            tid = TreeId(self.env, requested.name, candidate, requested.extras)
+            if tid.extras == requested.extras
+        }
+        for candidate in requested.choose(found, pre=self.pre):
+            tid = found[candidate]
             status = check(self._layout, tid)
             if status.state is State.PRESENT:
                 return self._as_recorded(tid, status.record)
-        raise NotPinned(
-            f"{requested.text!r} ({requested.source}): no installed version matches; "
-            f"pin it to one version (e.g. {requested.name}{extras_suffix}==X.Y)"
-        )
+        return None
+
+    def _merge(
+        self, requested: Requested, installed: TreeId | None, answer: Version | ResolutionError
+    ) -> TreeId | RepoinstallError:
+        if isinstance(answer, ResolutionError):
+            if installed is None:
+                return answer
+            # --refresh with the index unreachable: what is installed still satisfies the spec.
+            _log.logger().warning("%s; keeping installed %s", answer, installed)
+            return installed
+        if installed is not None and installed.version >= answer:
+            return installed
+        return TreeId(self.env, requested.name, answer, requested.extras)
+
+    def _make_resolver(self) -> Resolver:
+        from ._indexcache import IndexCache
+        from ._pipconfig import index_config
+        from ._resolve import Resolver
+
+        cache = IndexCache(self._layout, self.index_ttl, self.settings)
+        self._resolver = Resolver(index_config(self._install_options, pre=self.pre), cache)
+        return self._resolver
 
     # ---- the protocol -------------------------------------------------------------------------------------
 
@@ -156,10 +232,18 @@ class Repo:
         Every spec is parsed and resolved before anything is installed, so bad input writes nothing.
         """
         requested = [parse_spec(s, source="api") if isinstance(s, str) else s for s in specs]
-        tids = [self.resolve(r) for r in requested]
+        resolved = self._resolve_all(requested)
+        for answer in resolved:
+            if isinstance(answer, RepoinstallError) and not isinstance(answer, ResolutionError):
+                raise answer  # bad input: nothing is installed
         outcomes: list[EnsureResult | RepoinstallError | None] = [None] * len(requested)
+        tids: list[TreeId | None] = [None] * len(requested)
         missing = []
-        for index, (one, tid) in enumerate(zip(requested, tids, strict=True)):
+        for index, (one, answer) in enumerate(zip(requested, resolved, strict=True)):
+            if isinstance(answer, RepoinstallError):
+                outcomes[index] = answer  # the index could not say: this one fails, the others go on
+                continue
+            tids[index] = tid = answer
             # The warm path stays on this thread: a pool costs more than a check of everything present.
             if tid is None or (present := self._present(one, tid)) is None:
                 missing.append(index)
@@ -310,13 +394,10 @@ class Repo:
 
     def _resolve_any(self, requested: Requested) -> TreeId | None:
         # For verify: a pinned spec names its tree even when that tree is missing or broken.
-        version = requested.pinned_version()
-        if version is not None and requested.marker_applies():
-            return TreeId(self.env, requested.name, version, requested.extras)
-        try:
-            return self.resolve(requested)
-        except NotPinned:
-            raise NotInstalled(f"{requested.text}: no installed version matches") from None
+        _, (tid, ask) = self._offline(requested)
+        if ask and tid is None:
+            raise NotInstalled(f"{requested.text}: no installed version matches")
+        return tid
 
     def locks(self) -> list[LockInfo]:
         """Every install lock in the repo: holder, heartbeat age, stale by this repo's ``stale_after``."""
@@ -347,11 +428,10 @@ class Repo:
         """The installed tree's path for ``requested``; :class:`NotInstalled` if it is not installed."""
         if isinstance(requested, str):
             requested = parse_spec(requested, source="api")
-        try:
-            tid = self.resolve(requested)
-        except NotPinned:
-            raise NotInstalled(f"{requested.text}: not installed in {self.path}") from None
+        _, (tid, ask) = self._offline(requested)
         if tid is None:
+            if ask:
+                raise NotInstalled(f"{requested.text}: not installed in {self.path}")
             raise NotInstalled(f"{requested.text}: its marker is false here, so it has no tree")
         if check(self._layout, tid).state is not State.PRESENT:
             raise NotInstalled(f"{tid}: not installed in {self.path}")
@@ -375,3 +455,9 @@ def _os_error(error: OSError, root: str, tid: TreeId) -> RepoinstallError:
     if error.errno in (errno.EACCES, errno.EPERM):
         return RepoUnusable(f"repo {root}: permission denied at {error.filename or root}")
     return InstallError(f"{tid}: {error.strerror or error} ({error.filename or root})")
+
+
+async def _to_thread(function: Callable[[], T]) -> T:
+    import asyncio
+
+    return await asyncio.to_thread(function)

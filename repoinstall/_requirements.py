@@ -15,6 +15,7 @@ from ._identity import canonical_name
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
 
 _HASH = re.compile(r"^[a-z0-9]+:[0-9a-fA-F]+$")
 _ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar", ".egg")
@@ -39,11 +40,16 @@ class Requested(NamedTuple):
         """The one version an ``==X`` or ``===X`` spec names, or ``None`` for a range."""
         return self.pinned
 
-    def matches(self, version: Version) -> bool:
-        if self.requirement is None:
-            return version == self.pinned
-        # As pip chooses: a pre-release only when the spec names one.
-        return self.requirement.specifier.contains(version)
+    def specifier(self) -> SpecifierSet:
+        from packaging.specifiers import SpecifierSet
+
+        if self.requirement is not None:
+            return self.requirement.specifier
+        return SpecifierSet(f"=={self.pinned}")
+
+    def choose(self, versions: Iterable[Version], *, pre: bool = False) -> list[Version]:
+        """The versions this spec admits, best first (see :func:`choose`)."""
+        return choose(versions, self.specifier(), pre=pre)
 
     def marker_applies(self) -> bool:
         if self.requirement is None or self.requirement.marker is None:
@@ -54,6 +60,13 @@ class Requested(NamedTuple):
             return self.requirement.marker.evaluate({"extra": ""})
         except (UndefinedComparison, UndefinedEnvironmentName) as error:
             raise InvalidRequirement(f"{self.text!r} ({self.source}): marker cannot be evaluated: {error}") from None
+
+
+def choose(versions: Iterable[Version], specifier: SpecifierSet, *, pre: bool = False) -> list[Version]:
+    """The versions ``specifier`` admits, best first, with pip's pre-release rule: pre-releases with ``--pre``,
+    when the spec names one, or when nothing else matches. Installed trees and index answers both go through
+    here, so offline-first and the index pick by the same rule."""
+    return sorted(specifier.filter(versions, prereleases=True if pre else None), reverse=True)
 
 
 def parse_spec(spec: str, source: str = "command line", hashes: Iterable[str] = ()) -> Requested:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,20 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from indexserver import IndexServer
 from wheels import make_broken_wheel, make_wheel
+
+
+@pytest.fixture(autouse=True)
+def _isolated_pip(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """In-process API calls read pip's configuration too: give them none of this machine's."""
+    from repoinstall._pipconfig import pip_settings
+
+    for key in [k for k in os.environ if k.startswith(("PIP_", "REPOINSTALL_"))]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("NETRC", os.devnull)
+    pip_settings.cache_clear()
+    yield
+    pip_settings.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,11 @@ def isolated_env(**extra: str) -> dict[str, str]:
     the test server sees every download)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "REPOINSTALL_"))}
     env.update(
-        PIP_CONFIG_FILE=os.devnull, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONUNBUFFERED="1"
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_NO_CACHE_DIR="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PYTHONUNBUFFERED="1",
+        NETRC=os.devnull,
     )
     env.update(extra)
     return env

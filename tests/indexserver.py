@@ -1,12 +1,15 @@
-"""A real package server on 127.0.0.1 for tests: a find-links page over a wheel directory.
+"""A real package server on 127.0.0.1 for tests: a find-links page over a wheel directory, and a Simple
+Repository API (``/simple/<project>/``, PEP 503 HTML or PEP 691 JSON) with yanked files and Requires-Python.
 
 It can delay a wheel's download (to catch an installer mid-install) and counts downloads per file, which is
-how tests count installer runs.
+how tests count installer runs. Project pages can be made to fail (``page_faults``: "500", "garbage",
+"slow", "binary", taken one per request) and are counted (``pages``), which is how tests count index requests.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import threading
 import time
 from collections import Counter
@@ -20,6 +23,12 @@ class IndexServer:
         self.delays: dict[str, float] = {}  # wheel-name prefix -> seconds before the body is sent
         self.started: Counter[str] = Counter()
         self.completed: Counter[str] = Counter()
+        self.pages: Counter[str] = Counter()  # project -> requests for its /simple/ page
+        self.page_faults: list[str] = []
+        self.always: str | None = None  # a fault for every page request
+        self.slow_seconds = 3.0
+        self.yanked: set[str] = set()  # file names listed as yanked
+        self.json = True  # answer JSON to clients that ask for it
         self._lock = threading.Lock()
         server = self
 
@@ -29,6 +38,14 @@ class IndexServer:
 
             def do_GET(self) -> None:
                 name = self.path.strip("/").split("?")[0]
+                if name == "simple":
+                    projects = sorted({p.name.split("-")[0].replace("_", "-") for p in server.directory.glob("*.whl")})
+                    body = "".join(f'<a href="{n}/">{n}</a>\n' for n in projects)
+                    self._send(200, f"<html><body>\n{body}</body></html>\n".encode(), "text/html")
+                    return
+                if name.startswith("simple/"):
+                    self._project(name.removeprefix("simple/"))
+                    return
                 if name == "":
                     links = "".join(
                         f'<a href="/{html.escape(p.name)}">{html.escape(p.name)}</a>\n'
@@ -50,6 +67,50 @@ class IndexServer:
                 with server._lock:
                     server.completed[name] += 1
 
+            def _project(self, project: str) -> None:
+                with server._lock:
+                    # pip asks for the page too when it installs the pin; only resolution requests count here.
+                    if not (self.headers.get("User-Agent") or "").startswith("pip/"):
+                        server.pages[project] += 1
+                    fault = server.page_faults.pop(0) if server.page_faults else server.always
+                if fault == "500":
+                    self._send(500, b"internal error\n", "text/plain")
+                    return
+                if fault == "garbage":
+                    self._send(200, b'{"files": [oops', "application/vnd.pypi.simple.v1+json")
+                    return
+                if fault == "binary":
+                    self._send(200, bytes(range(256)) * 4, "application/octet-stream")
+                    return
+                if fault == "slow":
+                    time.sleep(server.slow_seconds)
+                files = server.files(project)
+                if not files:
+                    self._send(404, b"not found\n", "text/plain")
+                    return
+                if server.json and "application/vnd.pypi.simple.v1+json" in (self.headers.get("Accept") or ""):
+                    document = {
+                        "meta": {"api-version": "1.0"},
+                        "name": project,
+                        "files": [
+                            {
+                                "filename": p.name,
+                                "url": f"../../{p.name}",
+                                "hashes": {},
+                                "yanked": p.name in server.yanked,
+                            }
+                            for p in files
+                        ],
+                    }
+                    self._send(200, json.dumps(document).encode(), "application/vnd.pypi.simple.v1+json")
+                    return
+                links = "".join(
+                    f'<a href="../../{html.escape(p.name)}"{" data-yanked" if p.name in server.yanked else ""}>'
+                    f"{html.escape(p.name)}</a>\n"
+                    for p in files
+                )
+                self._send(200, f"<html><body>\n{links}</body></html>\n".encode(), "text/html")
+
             def _send(self, code: int, body: bytes, kind: str) -> None:
                 try:
                     self.send_response(code)
@@ -64,6 +125,14 @@ class IndexServer:
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def simple(self) -> str:
+        return self.url + "simple"
+
+    def files(self, project: str) -> list[Path]:
+        prefix = project.strip("/").replace("-", "_") + "-"
+        return sorted(p for p in self.directory.glob("*.whl") if p.name.startswith(prefix))
 
     def start(self) -> IndexServer:
         self._thread.start()

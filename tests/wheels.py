@@ -22,11 +22,15 @@ def make_wheel(
     extras: dict[str, tuple[str, ...]] | None = None,
     payload: int = 0,
     incompressible: bool = False,
+    requires_python: str | None = None,
+    tag: str = "py3-none-any",
 ) -> Path:
-    """Write ``{name}-{version}-py3-none-any.whl`` with module ``{name}`` (dashes as underscores)."""
+    """Write ``{name}-{version}-{tag}.whl`` with module ``{name}`` (dashes as underscores)."""
     module = name.replace("-", "_")
     dist_info = f"{module}-{version}.dist-info"
     metadata = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    if requires_python is not None:
+        metadata.append(f"Requires-Python: {requires_python}")
     metadata += [f"Requires-Dist: {r}" for r in requires]
     for extra, reqs in (extras or {}).items():
         metadata.append(f"Provides-Extra: {extra}")
@@ -34,7 +38,7 @@ def make_wheel(
     files = {
         f"{module}/__init__.py": f'VERSION = "{version}"\nNAME = "{name}"\n'.encode(),
         f"{dist_info}/METADATA": ("\n".join(metadata) + "\n\n").encode(),
-        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
     }
     if payload:
         # Seeded, so the wheel (and its hash) is the same in every run.
@@ -43,7 +47,7 @@ def make_wheel(
     record = "".join(f"{path},{_hash(data)},{len(data)}\n" for path, data in files.items())
     record += f"{dist_info}/RECORD,,\n"
     files[f"{dist_info}/RECORD"] = record.encode()
-    path = directory / f"{module}-{version}-py3-none-any.whl"
+    path = directory / f"{module}-{version}-{tag}.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for member, data in files.items():
             archive.writestr(member, data)

@@ -1,0 +1,129 @@
+"""Index answers cached on the volume for a short time, so a fleet starting at once asks the index once.
+
+    <repo>/cache/index/<key>.json   one answer (a project's files on one index), or a fact about one file
+
+Entries are written atomically (temp file, rename), so a reader sees a whole answer or none. The first pod
+to miss takes the entry's lock and fetches; the others poll the cache until its answer lands, and only
+fetch themselves if it never does within the wait. The lock only saves requests: any pod may write an
+entry at any time, and since every write is a whole answer for the same question, the last one simply wins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from . import _fs, _log
+from ._errors import RepoinstallError
+from ._http import Pause, Plan
+
+if TYPE_CHECKING:
+    from ._layout import Layout
+    from ._lock import FileTreeLock
+    from ._options import LockSettings
+
+CACHE_DIR = ("cache", "index")
+_POLL = 0.1
+_FORMAT = 1
+
+
+def key_for(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+
+
+class IndexCache:
+    """Answers by key, fresh for ``ttl`` seconds. ``layout=None`` (or an unwritable repo) caches nothing."""
+
+    def __init__(self, layout: Layout | None, ttl: float, settings: LockSettings) -> None:
+        self._layout = layout
+        self.ttl = ttl
+        self._settings = settings
+
+    def _dir(self) -> int | None:
+        if self._layout is None:
+            return None
+        try:
+            return _fs.make_dirs(self._layout.writable_fd(), CACHE_DIR, self._layout.root)
+        except (OSError, RepoinstallError):
+            return None  # a read-only or full repo: resolve without the cache
+
+    def read(self, key: str, *, forever: bool = False) -> dict[str, object] | None:
+        """The entry if it is there, readable and fresh (any age when ``forever``)."""
+        directory = self._dir()
+        if directory is None:
+            return None
+        try:
+            data = _fs.read_file(directory, (key + ".json",))
+        except OSError:
+            return None
+        finally:
+            os.close(directory)
+        try:
+            entry = json.loads(data or b"null")
+        except ValueError:
+            return None
+        if not isinstance(entry, dict) or entry.get("format") != _FORMAT:
+            return None
+        age = time.time() - float(entry.get("written", 0))
+        # Clocks of pods differ a little: an entry "from the future" counts only within the same window.
+        if not forever and not -self.ttl < age < self.ttl:
+            return None
+        return entry
+
+    def write(self, key: str, entry: dict[str, object]) -> None:
+        directory = self._dir()
+        if directory is None:
+            return
+        try:
+            body = {"format": _FORMAT, "written": time.time(), **entry}
+            _fs.write_atomic(directory, key + ".json", json.dumps(body).encode())
+        except OSError as error:
+            _log.logger().debug("index cache not written (%s)", error.strerror)
+        finally:
+            os.close(directory)
+
+    def shared(self, key: str, what: str, fetch: Callable[[], Plan[dict[str, object]]]) -> Plan[dict[str, object]]:
+        """The cached answer, or ``fetch``'s, fetched by one pod at a time while the others wait for it."""
+        if self.ttl > 0 and (hit := self.read(key)) is not None:
+            return hit
+        lock = self._lock(key, what)
+        taken = False
+        try:
+            deadline = time.monotonic() + min(self._settings.stale_after, 60.0)
+            while lock is not None:
+                state = lock.try_take()
+                if state:
+                    taken = True
+                    # Check again inside the lock: the previous holder may have just written the answer.
+                    if self.ttl > 0 and (hit := self.read(key)) is not None:
+                        return hit
+                    break
+                if state is None or time.monotonic() >= deadline:
+                    break  # no lock to be had, or a fetch that never lands: ask ourselves
+                yield Pause(_POLL)  # a peer is asking: its answer will land in the cache
+                if self.ttl > 0 and (hit := self.read(key)) is not None:
+                    return hit
+            answer = yield from fetch()
+            self.write(key, answer)
+            return answer
+        finally:
+            if lock is not None:
+                if taken:
+                    lock.__exit__(None, None, None)
+                else:
+                    lock.close()
+
+    def _lock(self, key: str, what: str) -> FileTreeLock | None:
+        if self._layout is None or not self._settings.enabled:
+            return None
+        from ._lock import Unusable, open_lock
+
+        try:
+            lock = open_lock(self._layout, CACHE_DIR, key, self._settings, what, announce=False)
+        except (OSError, RepoinstallError):
+            return None
+        return None if isinstance(lock, Unusable) else lock

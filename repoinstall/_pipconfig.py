@@ -1,0 +1,119 @@
+"""Which indexes to ask, as pip would: pip's own configuration merged with repoinstall's options.
+
+pip's configuration is read by pip itself (``python -m pip config list``), so pip.conf files in every place
+pip looks, ``PIP_CONFIG_FILE`` and the ``PIP_*`` variables mean exactly what they mean to pip. Precedence is
+pip's too: a variable beats the ``[install]`` section, which beats ``[global]``; ``--index-url`` replaces,
+``--extra-index-url``, ``--find-links`` and ``--constraint`` add to what the configuration lists.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import math
+import subprocess
+from typing import NamedTuple
+
+from . import _log
+from ._options import InstallOptions
+
+PYPI = "https://pypi.org/simple"
+#: pip's own defaults for the two network settings resolution shares with it.
+PIP_TIMEOUT = 15.0
+PIP_RETRIES = 5
+_TRUE = frozenset({"1", "y", "yes", "t", "true", "on"})
+
+
+class IndexConfig(NamedTuple):
+    """Where versions come from and how to reach them. URLs may carry credentials: redact before showing."""
+
+    index_urls: tuple[str, ...]
+    find_links: tuple[str, ...]
+    constraints: tuple[str, ...]
+    pre: bool
+    timeout: float
+    retries: int
+    cert: str | None
+    trusted_hosts: tuple[str, ...]
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return self.index_urls + self.find_links
+
+
+def index_config(options: InstallOptions | None, *, pre: bool = False) -> IndexConfig:
+    """The indexes, find-links and constraints pip would use for ``options``, plus its network settings."""
+    options = options or InstallOptions()
+    pip = pip_settings(options.python)
+    no_index = options.no_index or _flag(pip.get("no-index"))
+    primary = options.index_url or pip.get("index-url") or PYPI
+    extras = [*pip.get("extra-index-url", "").split(), *options.extra_index_urls]
+    indexes = () if no_index else tuple(dict.fromkeys([primary, *extras]))
+    return IndexConfig(
+        index_urls=indexes,
+        find_links=tuple(dict.fromkeys([*pip.get("find-links", "").split(), *options.find_links])),
+        constraints=tuple(dict.fromkeys([*pip.get("constraint", "").split(), *options.constraints])),
+        pre=pre or _flag(pip.get("pre")),
+        timeout=_number(pip.get("timeout") or pip.get("default-timeout"), PIP_TIMEOUT),
+        retries=_count(pip.get("retries"), PIP_RETRIES),
+        cert=pip.get("cert") or None,
+        trusted_hosts=tuple(pip.get("trusted-host", "").split()),
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def pip_settings(python: str) -> dict[str, str]:
+    """pip's effective settings for ``pip install`` (key -> value), read once per process by pip itself."""
+    try:
+        listing = subprocess.run(
+            [python, "-m", "pip", "config", "list"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as error:
+        _log.logger().warning("cannot read pip's configuration (%s): using pip's defaults", type(error).__name__)
+        return {}
+    return parse_listing(listing)
+
+
+def parse_listing(listing: str) -> dict[str, str]:
+    """``section.key='value'`` lines as pip prints them, reduced to what ``pip install`` would use."""
+    ranked: dict[str, tuple[int, str]] = {}
+    rank_of = {"global": 0, "install": 1, ":env:": 2}
+    for line in listing.splitlines():
+        dotted, sep, raw = line.partition("=")
+        section, dot, key = dotted.rpartition(".")
+        rank = rank_of.get(section)
+        if not (sep and dot) or rank is None:
+            continue
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            continue
+        key = key.strip().replace("_", "-")
+        if isinstance(value, str) and rank >= ranked.get(key, (-1, ""))[0]:
+            ranked[key] = (rank, value)
+    return {key: value for key, (_, value) in ranked.items()}
+
+
+def _flag(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in _TRUE
+
+
+def _number(value: str | None, default: float) -> float:
+    try:
+        number = float(value) if value is not None else default
+    except ValueError:
+        return default
+    return number if math.isfinite(number) and number > 0 else default
+
+
+def _count(value: str | None, default: int) -> int:
+    try:
+        number = int(value) if value is not None else default
+    except ValueError:
+        return default
+    return number if number >= 0 else default
