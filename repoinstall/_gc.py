@@ -6,7 +6,10 @@ Every removal is safe against a concurrent ``ensure``:
   stages only under it), or the lock is held by someone other than the dir's owner;
 * a tree is unpublished by removing its record first, then renaming the tree into ``trash/`` and deleting
   it there, so a concurrent ``ensure`` sees it missing (and reinstalls), never half-deleted;
-* lock state is removed only for a tree that is installed, whose lock nobody holds or waits for.
+* lock state is removed only for a tree that is installed, whose lock nobody holds or waits for;
+* index answers cached in ``cache/index/`` are removed once expired and idle; a reader racing the removal
+  just misses and asks the index. Facts about files (their ``Requires-Python``) never expire and are kept.
+  An idle cache lock's state may go too: that lock only saves requests, so at worst one is repeated.
 """
 
 from __future__ import annotations
@@ -22,13 +25,13 @@ from . import _fs, _log, _manifest
 from ._check import State, check
 from ._errors import ForeignLock, LockTimeout
 from ._identity import TreeId
-from ._layout import LOCKS, OWNER_NOTE, OWNER_SUFFIX, RECORDS, STAGING, TRASH, Layout
+from ._layout import LOCK_SUFFIX, LOCKS, OWNER_NOTE, OWNER_SUFFIX, RECORDS, STAGING, TRASH, Layout
 from ._locks import inspect
 from ._options import LockSettings
 
 
 class Removal(NamedTuple):
-    kind: str  # staging, trash, lock, note, temp, tree
+    kind: str  # staging, trash, lock, note, temp, tree, cache
     path: str
     reason: str
     done: bool
@@ -69,6 +72,7 @@ class Collector:
         self.staging()
         self.lock_debris()
         self.temporaries()
+        self.index_cache()
         if self.unused_for is not None:
             self.unused_trees(self.unused_for)
         return self.found
@@ -176,6 +180,23 @@ class Collector:
                             self._remove(
                                 "temp", path, "temporary file of an interrupted write", partial(os.unlink, path)
                             )
+
+    def index_cache(self) -> None:
+        from ._indexcache import CACHE_DIR
+
+        directory = self.layout.path(*CACHE_DIR)
+        for entry in _listdir(directory):
+            path = os.path.join(directory, entry)
+            if _age(path, self.now) < self.older_than:
+                continue
+            if entry.startswith(".") and entry.endswith(".tmp"):
+                self._remove("temp", path, "temporary file of an interrupted write", partial(os.unlink, path))
+            elif entry.endswith(".json") and "found" in (_read_json(path) or {"found": True}):
+                self._remove("cache", path, "expired index answer", partial(os.unlink, path))
+            elif entry.endswith(LOCK_SUFFIX) and _age(os.path.join(path, "gen"), self.now) >= self.older_than:
+                self._remove("lock", path, "idle index cache lock", partial(self.layout.discard, path, "lock.index"))
+            elif entry.endswith(OWNER_SUFFIX):
+                self._remove("note", path, "owner note of an idle index cache lock", partial(os.unlink, path))
 
     def unused_trees(self, unused_for: float) -> None:
         for tid in self.layout.discover(RECORDS):

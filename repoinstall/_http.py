@@ -15,7 +15,7 @@ import random
 import ssl
 import time
 import urllib.parse
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from . import _log
@@ -92,8 +92,9 @@ def get(
     raise AssertionError("unreachable")
 
 
-def run(plan: Plan[T], client: httpx.Client) -> T:
-    """Drive ``plan`` with blocking I/O."""
+def run(plan: Plan[T], client: Callable[[], httpx.Client]) -> T:
+    """Drive ``plan`` with blocking I/O; ``client()`` is called only when a request is due (an answer from
+    the cache needs no client, and making one costs more than the whole cached answer)."""
     reply: Reply | None = None
     while True:
         try:
@@ -104,11 +105,11 @@ def run(plan: Plan[T], client: httpx.Client) -> T:
             time.sleep(step.seconds)
             reply = None
         else:
-            reply = _fetch(client, step)
+            reply = _fetch(client(), step)
 
 
-async def arun(plan: Plan[T], client: httpx.AsyncClient) -> T:
-    """Drive ``plan`` on the running event loop; nothing in it blocks the loop."""
+async def arun(plan: Plan[T], client: Callable[[], httpx.AsyncClient]) -> T:
+    """Drive ``plan`` on the running event loop; nothing in it waits on the loop."""
     reply: Reply | None = None
     while True:
         try:
@@ -119,7 +120,7 @@ async def arun(plan: Plan[T], client: httpx.AsyncClient) -> T:
             await asyncio.sleep(step.seconds)
             reply = None
         else:
-            reply = await _afetch(client, step)
+            reply = await _afetch(client(), step)
 
 
 def _fetch(client: httpx.Client, step: Get) -> Reply:

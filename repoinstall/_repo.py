@@ -124,6 +124,8 @@ class Repo:
         return self._layout.root
 
     def close(self) -> None:
+        if self._resolver is not None:
+            self._resolver.close()
         self._layout.close()
 
     def __enter__(self) -> Repo:

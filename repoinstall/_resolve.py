@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import platform
+import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -25,6 +26,7 @@ from ._sources import find_links_listing, index_listing
 from ._wheelmeta import requires_python
 
 if TYPE_CHECKING:
+    import httpx
     from packaging.tags import Tag
 
     from ._indexcache import IndexCache
@@ -194,40 +196,63 @@ def _no_match(requested: Requested, specifier: SpecifierSet, pool: _Pool, config
 
 
 class Resolver:
-    """Resolves specs against the configured sources; sync on ``httpx.Client``, async on ``AsyncClient``."""
+    """Resolves specs against the configured sources; sync on one ``httpx.Client`` (made on the first request
+    and kept until :meth:`close`), async on an ``httpx.AsyncClient`` per call (clients belong to one loop)."""
 
     def __init__(self, config: IndexConfig, cache: IndexCache) -> None:
         self.config = config
         self._cache = cache
+        self._client: httpx.Client | None = None
+        self._guard = threading.Lock()
+
+    def _sync_client(self) -> httpx.Client:
+        with self._guard:
+            if self._client is None:
+                import httpx
+
+                self._client = httpx.Client(**_http.client_settings(self.config))  # type: ignore[arg-type]
+            return self._client
+
+    def close(self) -> None:
+        with self._guard:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
     def resolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
-        """One version per spec (or why not), one after another on one client."""
-        import httpx
-
+        """One version per spec (or why not), one after another."""
         target = this_interpreter()
         outcomes: list[Version | ResolutionError] = []
-        with httpx.Client(**_http.client_settings(self.config)) as client:  # type: ignore[arg-type]
-            for one in requested:
-                try:
-                    outcomes.append(_http.run(resolve_plan(one, self.config, self._cache, target), client))
-                except ResolutionError as error:
-                    outcomes.append(error)
+        for one in requested:
+            try:
+                outcomes.append(_http.run(resolve_plan(one, self.config, self._cache, target), self._sync_client))
+            except ResolutionError as error:
+                outcomes.append(error)
         return outcomes
 
     async def aresolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
-        """The same on the event loop, all specs at once on one ``httpx.AsyncClient``."""
+        """The same on the event loop, all specs at once."""
         import asyncio
 
         import httpx
 
         target = await asyncio.to_thread(this_interpreter)
-        settings = _http.client_settings(self.config, asynchronous=True)
+        clients: list[httpx.AsyncClient] = []
 
-        async def one(client: httpx.AsyncClient, requested: Requested) -> Version | ResolutionError:
+        def client() -> httpx.AsyncClient:
+            if not clients:
+                settings = _http.client_settings(self.config, asynchronous=True)
+                clients.append(httpx.AsyncClient(**settings))  # type: ignore[arg-type]
+            return clients[0]
+
+        async def one(requested: Requested) -> Version | ResolutionError:
             try:
                 return await _http.arun(resolve_plan(requested, self.config, self._cache, target), client)
             except ResolutionError as error:
                 return error
 
-        async with httpx.AsyncClient(**settings) as client:  # type: ignore[arg-type]
-            return list(await asyncio.gather(*(one(client, r) for r in requested)))
+        try:
+            return list(await asyncio.gather(*(one(r) for r in requested)))
+        finally:
+            if clients:
+                await clients[0].aclose()

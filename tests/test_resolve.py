@@ -377,8 +377,8 @@ def test_wheel_metadata_by_range_requests(pypi: PypiServer) -> None:
 
     link = Link("demo_pkg-2.2-py3-none-any.whl", f"{pypi.url}/packages/demo_pkg-2.2-py3-none-any.whl")
     with httpx.Client() as client:
-        assert _http.run(requires_python(link, 0), client) == ">=3.99"
-        assert _http.run(requires_python(link._replace(url=link.url.replace("2.2", "2.0")), 0), client) is None
+        assert _http.run(requires_python(link, 0), lambda: client) == ">=3.99"
+        assert _http.run(requires_python(link._replace(url=link.url.replace("2.2", "2.0")), 0), lambda: client) is None
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="uses Linux paths")
@@ -397,3 +397,20 @@ def test_no_index_and_nothing_installed(repo: Path) -> None:
         r.ensure("demo-pkg>=1")
     assert "no index to ask" in str(caught.value)
     assert not repo.exists()
+
+
+def test_gc_removes_expired_index_answers_and_keeps_file_facts(repo: Path, fixture_index: IndexServer) -> None:
+    code, _, err = ensure(repo, fixture_index.simple, "fleet-a", "--index-ttl", "0")
+    assert code == 0, err
+    cache = repo / "cache" / "index"
+    kinds = sorted("found" in json.loads(p.read_text()) for p in cache.glob("*.json"))
+    assert kinds == [False, True]  # one fact (Requires-Python of the chosen wheel), one answer
+    done = run("gc", "--repo", repo, "--older-than", "0", "--json")
+    assert done.returncode == 0, done.stderr
+    removed = {(r["kind"], Path(r["path"]).suffix) for r in document(done.stdout)["removed"]}
+    assert ("cache", ".json") in removed and ("lock", ".rw") in removed
+    left = [json.loads(p.read_text()) for p in cache.glob("*.json")]
+    assert ["found" in e for e in left] == [False]
+    assert not list(cache.glob("*.lock.rw"))
+    code, doc, err = ensure(repo, fixture_index.simple, "fleet-a")
+    assert code == 0 and doc["packages"][0]["action"] == "present", err
