@@ -71,6 +71,15 @@ class Event(NamedTuple):
     seconds: float = 0.0
 
 
+class _Offline(NamedTuple):
+    """What the repo alone says about a spec: its tree (``None``: marker false, or nothing installed matches)
+    and whether the index must be asked (nothing matches, or ``refresh``)."""
+
+    requested: Requested
+    tid: TreeId | None
+    ask_index: bool
+
+
 class _Timing:
     """Seconds spent waiting for the lock and installing, filled in as an install goes."""
 
@@ -149,37 +158,37 @@ class Repo:
 
     async def aresolve(self, requested: Requested | str) -> TreeId | None:
         """:meth:`resolve` on the event loop: the index is asked with ``httpx.AsyncClient``."""
-        requested, (tid, ask) = self._offline(requested)
-        if not ask:
-            return tid
+        offline = self._offline(requested)
+        if not offline.ask_index:
+            return offline.tid
         resolver = self._resolver if self._resolver is not None else await _to_thread(self._make_resolver)
-        outcome = self._merge(requested, tid, (await resolver.aresolve([requested]))[0])
+        outcome = self._merge(offline, (await resolver.aresolve([offline.requested]))[0])
         if isinstance(outcome, RepoinstallError):
             raise outcome
         return outcome
 
     def _resolve_all(self, specs: Iterable[Requested | str]) -> list[TreeId | RepoinstallError | None]:
         offline = [self._offline(spec) for spec in specs]
-        outcomes: list[TreeId | RepoinstallError | None] = [tid for _, (tid, _) in offline]
-        asking = [index for index, (_, (_, ask)) in enumerate(offline) if ask]
+        outcomes: list[TreeId | RepoinstallError | None] = [one.tid for one in offline]
+        asking = [index for index, one in enumerate(offline) if one.ask_index]
         if asking:
             resolver = self._resolver or self._make_resolver()
-            answers = resolver.resolve([offline[i][0] for i in asking])
+            answers = resolver.resolve([offline[i].requested for i in asking])
             for index, answer in zip(asking, answers, strict=True):
-                outcomes[index] = self._merge(offline[index][0], offline[index][1][0], answer)
+                outcomes[index] = self._merge(offline[index], answer)
         return outcomes
 
-    def _offline(self, requested: Requested | str) -> tuple[Requested, tuple[TreeId | None, bool]]:
-        """(the spec, (its tree or ``None``, whether the index must be asked)), from the repo alone."""
+    def _offline(self, requested: Requested | str) -> _Offline:
+        """What the repo alone says about a spec, with no network."""
         if isinstance(requested, str):
             requested = parse_spec(requested, source="api")
         if not requested.marker_applies():
-            return requested, (None, False)
+            return _Offline(requested, None, False)
         version = requested.pinned_version()
         if version is not None:
-            return requested, (TreeId(self.env, requested.name, version, requested.extras), False)
+            return _Offline(requested, TreeId(self.env, requested.name, version, requested.extras), False)
         installed = self._installed_match(requested)
-        return requested, (installed, installed is None or self.refresh)
+        return _Offline(requested, installed, installed is None or self.refresh)
 
     def _installed_match(self, requested: Requested) -> TreeId | None:
         # The highest installed version the spec admits, by the same rule as the index: pip's pre-release rule.
@@ -195,9 +204,8 @@ class Repo:
                 return self._as_recorded(tid, status.record)
         return None
 
-    def _merge(
-        self, requested: Requested, installed: TreeId | None, answer: Version | ResolutionError
-    ) -> TreeId | RepoinstallError:
+    def _merge(self, offline: _Offline, answer: Version | ResolutionError) -> TreeId | RepoinstallError:
+        requested, installed = offline.requested, offline.tid
         if isinstance(answer, ResolutionError):
             if installed is None:
                 return answer
@@ -396,10 +404,10 @@ class Repo:
 
     def _resolve_any(self, requested: Requested) -> TreeId | None:
         # For verify: a pinned spec names its tree even when that tree is missing or broken.
-        _, (tid, ask) = self._offline(requested)
-        if ask and tid is None:
+        offline = self._offline(requested)
+        if offline.ask_index and offline.tid is None:
             raise NotInstalled(f"{requested.text}: no installed version matches")
-        return tid
+        return offline.tid
 
     def locks(self) -> list[LockInfo]:
         """Every install lock in the repo: holder, heartbeat age, stale by this repo's ``stale_after``."""
@@ -430,9 +438,9 @@ class Repo:
         """The installed tree's path for ``requested``; :class:`NotInstalled` if it is not installed."""
         if isinstance(requested, str):
             requested = parse_spec(requested, source="api")
-        _, (tid, ask) = self._offline(requested)
+        tid, ask_index = self._offline(requested)[1:]
         if tid is None:
-            if ask:
+            if ask_index:
                 raise NotInstalled(f"{requested.text}: not installed in {self.path}")
             raise NotInstalled(f"{requested.text}: its marker is false here, so it has no tree")
         if check(self._layout, tid).state is not State.PRESENT:
