@@ -94,7 +94,7 @@ def test_pypiserver_html_resolves_and_skips_what_cannot_install_here(repo: Path,
     # 2.2 is excluded by its wheel's METADATA (pypiserver's pages carry no Requires-Python), 2.3 by its tag.
     assert versions(doc) == ["2.0", "1.5", "1.5"]
     # The two ranges resolve to one tree: one thread installs it, the other waits for that install.
-    assert [p["action"] for p in doc["packages"]][0] == "installed"
+    assert doc["packages"][0]["action"] == "installed"
     assert sorted(p["action"] for p in doc["packages"][1:]) == ["installed", "waited"]
     assert import_version(doc["packages"][0]["path"], "demo_pkg") == "2.0"
 
@@ -416,3 +416,40 @@ def test_gc_removes_expired_index_answers_and_keeps_file_facts(repo: Path, fixtu
     assert not list(cache.glob("*.lock.rw"))
     code, doc, err = ensure(repo, fixture_index.simple, "fleet-a")
     assert code == 0 and doc["packages"][0]["action"] == "present", err
+
+
+PARITY = [
+    ("demo-pkg",),
+    ("demo-pkg>=1,<2",),
+    ("demo-pkg~=1.0",),
+    ("demo-pkg!=2.0",),
+    ("demo-pkg>=3.0b1",),
+    ("demo-pkg>=2.5",),
+    ("demo-pkg", "--pre"),
+]
+
+
+def pip_choice(index_url: str, spec: str, *options: str, workdir: Path) -> str:
+    """The version pip itself picks (``pip install --dry-run --report``), for the same index and options."""
+    import subprocess
+
+    report = workdir / "report.json"
+    dry_run = ["install", "--dry-run", "--ignore-installed", "--no-deps", "-q", "--report", str(report)]
+    subprocess.run(
+        [sys.executable, "-m", "pip", *dry_run, "--index-url", index_url, *options, spec],
+        env=isolated_env(),
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return str(json.loads(report.read_text())["install"][0]["metadata"]["version"])
+
+
+@pytest.mark.parametrize("case", PARITY, ids=[" ".join(c) for c in PARITY])
+def test_same_choice_as_pip(tmp_path: Path, pypi: PypiServer, devpi: dict[str, str], case: tuple[str, ...]) -> None:
+    spec, *options = case
+    for label, url in (("pypiserver", pypi.simple), ("devpi", devpi["dev"])):
+        with Repo(tmp_path / label, install=InstallOptions(index_url=url), pre="--pre" in options) as r:
+            ours = r.resolve(spec)
+        assert ours is not None
+        assert ours.version_text == pip_choice(url, spec, *options, workdir=tmp_path), (label, spec)
