@@ -6,9 +6,11 @@ The public API is :class:`Repo`, its result and event types, and the exceptions;
 from __future__ import annotations
 
 from ._errors import (
+    ActivationConflict,
     InstallError,
     InvalidInput,
     InvalidRequirement,
+    IsolatedCallError,
     LockTimeout,
     NotInstalled,
     RepoinstallError,
@@ -20,12 +22,14 @@ from ._options import InstallOptions, LockSettings
 from ._repo import EnsureResult, Event, Repo
 
 __all__ = [
+    "ActivationConflict",
     "EnsureResult",
     "Event",
     "InstallError",
     "InstallOptions",
     "InvalidInput",
     "InvalidRequirement",
+    "IsolatedCallError",
     "LockSettings",
     "LockTimeout",
     "NotInstalled",

@@ -6,7 +6,7 @@ No ``from __future__ import annotations`` here: typer would then eval every anno
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -18,6 +18,7 @@ from ._repo import EnsureResult, Repo
 
 if TYPE_CHECKING:
     from ._options import InstallOptions
+    from ._requirements import Requested
 
 EXIT_CODES = """\
 Exit codes: 0 ok; 1 install failed (pip error, disk full, not installed);
@@ -114,6 +115,26 @@ ConstraintOpt = Annotated[
 ]
 
 
+RefreshOpt = Annotated[
+    bool,
+    typer.Option(
+        "--refresh",
+        envvar="REPOINSTALL_REFRESH",
+        help="Ask the index for unpinned specs even when an installed tree matches; install a newer match.",
+    ),
+]
+PreOpt = Annotated[bool, typer.Option("--pre", help="Let unpinned specs resolve to pre-releases.")]
+IndexTtlOpt = Annotated[
+    float,
+    typer.Option(
+        "--index-ttl",
+        envvar="REPOINSTALL_INDEX_TTL",
+        metavar="SECONDS",
+        help="How long index answers cached on the volume stay fresh (0: always ask).",
+    ),
+]
+
+
 def _install_options(
     index_url: str | None,
     extra_index_url: list[str] | None,
@@ -139,6 +160,34 @@ def _install_options(
     )
 
 
+def _ensure_cli(
+    specs: list[str] | None, requirement: list[str] | None, repo: str | None, silent: bool, settings: dict[str, Any]
+) -> "tuple[list[Requested], str, str, list[EnsureResult | RepoinstallError]]":
+    """Parse the specs and files, ensure them all; what was asked, the repo, its env tag and each outcome."""
+    from ._requirements import collect
+
+    try:
+        wanted = collect(specs or [], requirement or [])
+    except RepoinstallError as error:
+        _fail(error)
+    if not wanted:
+        _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
+    progress = None
+    if sys.stderr.isatty() and not silent:
+        from ._progress import Progress
+
+        progress = Progress()
+    try:
+        with Repo(_repo_path(repo, silent), on_event=progress, **settings) as store:
+            outcomes = store.ensure_all(wanted, return_exceptions=True)
+    except RepoinstallError as error:
+        _fail(error)
+    finally:
+        if progress is not None:
+            progress.close()
+    return wanted, store.path, store.env, outcomes
+
+
 @app.command(epilog=EXIT_CODES)
 def ensure(
     specs: SpecsArg = None,
@@ -160,24 +209,9 @@ def ensure(
     find_links: FindLinksOpt = None,
     no_index: NoIndexOpt = False,
     constraint: ConstraintOpt = None,
-    refresh: Annotated[
-        bool,
-        typer.Option(
-            "--refresh",
-            envvar="REPOINSTALL_REFRESH",
-            help="Ask the index for unpinned specs even when an installed tree matches; install a newer match.",
-        ),
-    ] = False,
-    pre: Annotated[bool, typer.Option("--pre", help="Let unpinned specs resolve to pre-releases.")] = False,
-    index_ttl: Annotated[
-        float,
-        typer.Option(
-            "--index-ttl",
-            envvar="REPOINSTALL_INDEX_TTL",
-            metavar="SECONDS",
-            help="How long index answers cached on the volume stay fresh (0: always ask).",
-        ),
-    ] = INDEX_TTL,
+    refresh: RefreshOpt = False,
+    pre: PreOpt = False,
+    index_ttl: IndexTtlOpt = INDEX_TTL,
 ) -> None:
     """Install what is missing (once, cluster-wide) and print where each tree is.
 
@@ -186,46 +220,25 @@ def ensure(
     --index-url, ~/.netrc).
     """
     _log.configure_cli(quiet=quiet, verbose=verbose)
-    from ._requirements import collect
-
-    try:
-        wanted = collect(specs or [], requirement or [])
-    except RepoinstallError as error:
-        _fail(error)
-    if not wanted:
-        _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
     options = _install_options(index_url, extra_index_url, find_links, no_index, constraint, install_timeout)
-    progress = None
-    if sys.stderr.isatty() and not (quiet or as_json):
-        from ._progress import Progress
-
-        progress = Progress()
-    try:
-        with Repo(
-            _repo_path(repo, quiet or as_json),
-            lock=not no_lock,
-            stale_after=stale_after,
-            heartbeat=heartbeat,
-            wait_timeout=wait_timeout,
-            jobs=jobs,
-            install=options,
-            on_event=progress,
-            refresh=refresh,
-            pre=pre,
-            index_ttl=index_ttl,
-        ) as store:
-            outcomes = store.ensure_all(wanted, return_exceptions=True)
-    except RepoinstallError as error:
-        _fail(error)
-    finally:
-        if progress is not None:
-            progress.close()
+    settings = {
+        "lock": not no_lock,
+        "stale_after": stale_after,
+        "heartbeat": heartbeat,
+        "wait_timeout": wait_timeout,
+        "jobs": jobs,
+        "install": options,
+        "refresh": refresh,
+        "pre": pre,
+        "index_ttl": index_ttl,
+    }
+    wanted, root, env, outcomes = _ensure_cli(specs, requirement, repo, quiet or as_json, settings)
     results = [o for o in outcomes if isinstance(o, EnsureResult)]
     errors = [(w, o) for w, o in zip(wanted, outcomes, strict=True) if isinstance(o, RepoinstallError)]
     if as_json:
         document = {
-            "repo": store.path,
-            "env": store.env,
+            "repo": root,
+            "env": env,
             "packages": [r.as_dict() for r in results if r.action != "skipped"],
             "skipped": [
                 {"requirement": r.requirement, "reason": "marker is false"} for r in results if r.action == "skipped"
@@ -244,6 +257,72 @@ def ensure(
         typer.echo(f"repoinstall: error: {failure}", err=True)
     if errors:
         raise typer.Exit(errors[0][1].exit_code)
+
+
+#: ``repoinstall run SPEC... -- COMMAND...``: main() takes the command off before typer parses the rest, since
+#: click drops the ``--`` that tells where the specs end.
+_run_command: list[str] = []
+
+
+@app.command(
+    epilog="Exit: the command's own code once it runs; 126/127 if it cannot be run; else as for ensure.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+def run(
+    specs: SpecsArg = None,
+    requirement: ReqOpt = None,
+    repo: RepoOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", envvar="REPOINSTALL_JOBS", help="Install this many different trees at once.")
+    ] = 4,
+    no_lock: NoLockOpt = False,
+    stale_after: StaleOpt = STALE_AFTER,
+    heartbeat: HeartbeatOpt = HEARTBEAT,
+    wait_timeout: WaitOpt = WAIT_TIMEOUT,
+    install_timeout: InstallTimeoutOpt = INSTALL_TIMEOUT,
+    index_url: IndexUrlOpt = None,
+    extra_index_url: ExtraIndexOpt = None,
+    find_links: FindLinksOpt = None,
+    no_index: NoIndexOpt = False,
+    constraint: ConstraintOpt = None,
+    refresh: RefreshOpt = False,
+    pre: PreOpt = False,
+    index_ttl: IndexTtlOpt = INDEX_TTL,
+) -> None:
+    """Ensure SPECs, then run COMMAND (given after --) with their trees first on PYTHONPATH.
+
+    Example: repoinstall run 'adaptor==1.4' -- python -m adaptor.job input.json
+    """
+    _log.configure_cli(quiet=quiet, verbose=verbose)
+    if not _run_command:
+        _fail("give the command to run after --, e.g. repoinstall run 'pkg==1.0' -- python -m pkg", 2)
+    options = _install_options(index_url, extra_index_url, find_links, no_index, constraint, install_timeout)
+    settings = {
+        "lock": not no_lock,
+        "stale_after": stale_after,
+        "heartbeat": heartbeat,
+        "wait_timeout": wait_timeout,
+        "jobs": jobs,
+        "install": options,
+        "refresh": refresh,
+        "pre": pre,
+        "index_ttl": index_ttl,
+    }
+    _, _, _, outcomes = _ensure_cli(specs, requirement, repo, True, settings)
+    for outcome in outcomes:
+        if isinstance(outcome, RepoinstallError):
+            _fail(outcome)
+    trees = [o.path for o in outcomes if isinstance(o, EnsureResult) and o.path is not None]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*trees, *filter(None, [env.get("PYTHONPATH")])])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(_run_command[0], _run_command, env)  # the command's exit code becomes ours
+    except OSError as error:
+        _fail(f"cannot run {_run_command[0]}: {error.strerror}", 127 if isinstance(error, FileNotFoundError) else 126)
 
 
 @app.command(epilog=EXIT_CODES)
@@ -472,8 +551,13 @@ def main() -> None:
     from typer.exceptions import Abort, TyperException
 
     signal.signal(signal.SIGTERM, _terminated)
+    args = sys.argv[1:]
+    if args[:1] == ["run"] and "--" in args:
+        split = args.index("--")
+        _run_command[:] = args[split + 1 :]
+        args = args[:split]
     try:
-        code = app(prog_name="repoinstall", standalone_mode=False)
+        code = app(args=args, prog_name="repoinstall", standalone_mode=False)
     except Abort:
         typer.echo("repoinstall: interrupted", err=True)
         sys.exit(130)

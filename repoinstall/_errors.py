@@ -52,3 +52,13 @@ class LockTimeout(RepoinstallError):
 class ResolutionError(RepoinstallError):
     """An unpinned spec could not be resolved to one version: index unreachable, refusing, garbled, or no
     version matches (exit 1). The message names the index with its credentials redacted."""
+
+
+class ActivationConflict(RepoinstallError):
+    """``Repo.activate`` was asked for a tree whose modules this process already imported from another
+    version (exit 1): one process holds one version of a module; use an isolated call for another."""
+
+
+class IsolatedCallError(RepoinstallError):
+    """``Repo.call_isolated``: the fresh interpreter died or its result could not be sent back (exit 1).
+    An exception the called function raised is re-raised as itself instead."""

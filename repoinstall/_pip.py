@@ -54,6 +54,9 @@ def command(options: InstallOptions, target: str, requested: Requested, pin: str
         "--no-input",
         "--disable-pip-version-check",
         "--no-warn-script-location",
+        # Bytecode now, by the interpreter the tree is for (and recorded in RECORD): pods import from a shared,
+        # maybe read-only volume and must never need to write __pycache__ there. Beats pip.conf's no-compile.
+        "--compile",
         *options_args(options),
     ]
     if not requested.hashes:

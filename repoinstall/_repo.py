@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
 from . import _log, _manifest
@@ -25,6 +27,10 @@ from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, STALE_AFTER, WAIT_TIM
 from ._requirements import Requested, parse_spec
 
 if TYPE_CHECKING:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+    from contextlib import AbstractContextManager
+
     from packaging.version import Version
 
     from ._doctor import Finding
@@ -63,12 +69,17 @@ class EnsureResult(NamedTuple):
 
 
 class Event(NamedTuple):
-    """Reported to ``Repo(on_event=...)`` when an install starts ("start") and ends ("done")."""
+    """Reported to ``Repo(on_event=...)``: when an install starts ("start") and ends ("done"), and once per
+    ensure ("ensured": the requirement, its action, seconds waited for a peer and seconds installing), which is
+    what a worker runtime reports. Hooks run on the thread that did the work: keep them short."""
 
-    kind: Literal["start", "done"]
+    kind: Literal["start", "done", "ensured"]
     tree: str
     action: Action | None = None
     seconds: float = 0.0
+    requirement: str = ""
+    seconds_waited: float = 0.0
+    seconds_installing: float = 0.0
 
 
 class _Offline(NamedTuple):
@@ -127,12 +138,18 @@ class Repo:
         self.pre = pre
         self.index_ttl = index_ttl
         self._resolver: Resolver | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._executor_guard = threading.Lock()
+        #: (event loop, tree) -> the install job tasks of that loop share.
+        self._async_jobs: dict[tuple[int, TreeId], asyncio.Future[EnsureResult]] = {}
 
     @property
     def path(self) -> str:
         return self._layout.root
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)  # installs in flight finish (or fail) before the repo fd closes
         if self._resolver is not None:
             self._resolver.close()
         self._layout.close()
@@ -158,25 +175,32 @@ class Repo:
 
     async def aresolve(self, requested: Requested | str) -> TreeId | None:
         """:meth:`resolve` on the event loop: the index is asked with ``httpx.AsyncClient``."""
-        offline = self._offline(requested)
-        if not offline.ask_index:
-            return offline.tid
-        resolver = self._resolver if self._resolver is not None else await _to_thread(self._make_resolver)
-        outcome = self._merge(offline, (await resolver.aresolve([offline.requested]))[0])
+        outcome = (await self._aresolve_all([requested]))[0]
         if isinstance(outcome, RepoinstallError):
             raise outcome
         return outcome
 
     def _resolve_all(self, specs: Iterable[Requested | str]) -> list[TreeId | RepoinstallError | None]:
         offline = [self._offline(spec) for spec in specs]
-        outcomes: list[TreeId | RepoinstallError | None] = [one.tid for one in offline]
-        asking = [index for index, one in enumerate(offline) if one.ask_index]
+        asking = [one.requested for one in offline if one.ask_index]
+        answers = (self._resolver or self._make_resolver()).resolve(asking) if asking else []
+        return self._settle(offline, answers)
+
+    async def _aresolve_all(self, specs: Iterable[Requested | str]) -> list[TreeId | RepoinstallError | None]:
+        offline = [self._offline(spec) for spec in specs]
+        asking = [one.requested for one in offline if one.ask_index]
+        answers: list[Version | ResolutionError] = []
         if asking:
-            resolver = self._resolver or self._make_resolver()
-            answers = resolver.resolve([offline[i].requested for i in asking])
-            for index, answer in zip(asking, answers, strict=True):
-                outcomes[index] = self._merge(offline[index], answer)
-        return outcomes
+            resolver = self._resolver if self._resolver is not None else await _to_thread(self._make_resolver)
+            answers = await resolver.aresolve(asking)
+        return self._settle(offline, answers)
+
+    def _settle(
+        self, offline: list[_Offline], answers: list[Version | ResolutionError]
+    ) -> list[TreeId | RepoinstallError | None]:
+        """Each spec's tree: from the repo alone, or from the index's answer (in order, for those that asked)."""
+        pending = iter(answers)
+        return [self._merge(one, next(pending)) if one.ask_index else one.tid for one in offline]
 
     def _offline(self, requested: Requested | str) -> _Offline:
         """What the repo alone says about a spec, with no network."""
@@ -242,10 +266,7 @@ class Repo:
         Every spec is parsed and resolved before anything is installed, so bad input writes nothing.
         """
         requested = [parse_spec(s, source="api") if isinstance(s, str) else s for s in specs]
-        resolved = self._resolve_all(requested)
-        for answer in resolved:
-            if isinstance(answer, RepoinstallError) and not isinstance(answer, ResolutionError):
-                raise answer  # bad input: nothing is installed
+        resolved = _raise_bad_input(self._resolve_all(requested))
         outcomes: list[EnsureResult | RepoinstallError | None] = [None] * len(requested)
         tids: list[TreeId | None] = [None] * len(requested)
         missing = []
@@ -276,6 +297,112 @@ class Repo:
                     raise outcome
         return final
 
+    # ---- asyncio --------------------------------------------------------------------------------------------
+
+    async def aensure(self, requested: Requested | str) -> EnsureResult:
+        """:meth:`ensure` for asyncio. The lock-free check runs on the loop (a few small opens); resolution
+        uses ``httpx.AsyncClient``; an install, with its lock waits, runs on a worker thread.
+
+        Tasks asking for the same tree share one install, and so do threads using the sync API. Cancelling
+        a task only stops it waiting: the install it started goes on to its end (published whole, or cleaned
+        up), so other tasks waiting for it, and the repo, never see it cut short.
+        """
+        if isinstance(requested, str):
+            requested = parse_spec(requested, source="api")
+        outcome = (await self._aresolve_all([requested]))[0]
+        if isinstance(outcome, RepoinstallError):
+            raise outcome
+        return await self._aensure(requested, outcome)
+
+    async def aensure_all(
+        self, specs: Iterable[Requested | str], *, return_exceptions: bool = False
+    ) -> list[EnsureResult | RepoinstallError]:
+        """:meth:`ensure_all` for asyncio: resolved together, then installed concurrently (``jobs`` threads)."""
+        import asyncio
+
+        requested = [parse_spec(s, source="api") if isinstance(s, str) else s for s in specs]
+        resolved = _raise_bad_input(await self._aresolve_all(requested))
+
+        async def one(spec: Requested, answer: TreeId | RepoinstallError | None) -> EnsureResult | RepoinstallError:
+            if isinstance(answer, RepoinstallError):
+                return answer
+            try:
+                return await self._aensure(spec, answer)
+            except RepoinstallError as error:
+                return error
+
+        outcomes = list(await asyncio.gather(*(one(r, a) for r, a in zip(requested, resolved, strict=True))))
+        if not return_exceptions:
+            for outcome in outcomes:
+                if isinstance(outcome, RepoinstallError):
+                    raise outcome
+        return outcomes
+
+    async def _aensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
+        import asyncio
+
+        if tid is None:
+            return self._skipped(requested)
+        if (present := self._present(requested, tid)) is not None:
+            return present
+        loop = asyncio.get_running_loop()
+        key = (id(loop), tid)
+        job = self._async_jobs.get(key)
+        shared = job is not None
+        started = time.monotonic()
+        if job is None:
+            job = loop.run_in_executor(self._executor(), self._ensure, requested, tid)
+            self._async_jobs[key] = job
+            job.add_done_callback(partial(_job_done, self._async_jobs, key))
+        # shield: a cancelled waiter stops waiting; the install itself runs to its end on its thread.
+        result = await asyncio.shield(job)
+        if not shared:
+            return result
+        timing = _Timing()
+        timing.waited = time.monotonic() - started
+        return self._result(requested, tid, "waited", timing)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._executor_guard:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="repoinstall")
+            return self._pool
+
+    # ---- using trees ----------------------------------------------------------------------------------------
+
+    def activate(self, *trees: Requested | str | EnsureResult) -> AbstractContextManager[list[str]]:
+        """``with repo.activate("adaptor==1.4"): import adaptor``: the installed trees first on ``sys.path`` for
+        the block (import caches invalidated), exactly them removed after. Specs must be installed (see
+        :meth:`tree_path`); :class:`ActivationConflict` if a module of a tree is already imported from
+        another version. Imported modules stay imported after the block."""
+        from ._activate import activated
+
+        return activated([self._path_of(tree) for tree in trees])
+
+    def call_isolated(
+        self,
+        trees: Iterable[Requested | str | EnsureResult],
+        target: str,
+        *args: object,
+        timeout: float | None = None,
+        **kwargs: object,
+    ) -> object:
+        """Call ``"module:function"`` in a fresh interpreter whose path starts with the trees (ensured first),
+        for full isolation between versions; returns its result or raises the exception it raised."""
+        from ._activate import call_isolated
+
+        wanted = [tree if isinstance(tree, EnsureResult) else self.ensure(tree) for tree in trees]
+        return call_isolated([self._path_of(tree) for tree in wanted], target, args, kwargs, timeout)
+
+    def _path_of(self, tree: Requested | str | EnsureResult) -> str:
+        if isinstance(tree, EnsureResult):
+            if tree.path is None:
+                raise NotInstalled(f"{tree.requirement}: skipped (marker false), so it has no tree")
+            return tree.path
+        return self.tree_path(tree)
+
     def _capture(self, requested: Requested, tid: TreeId | None) -> EnsureResult | RepoinstallError:
         try:
             return self._ensure(requested, tid)
@@ -284,8 +411,7 @@ class Repo:
 
     def _ensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
         if tid is None:
-            _log.logger().info("skipped %s: its marker is false here", requested.text)
-            return EnsureResult(requested.text, requested.name, None, None, "skipped")
+            return self._skipped(requested)
         if (present := self._present(requested, tid)) is not None:
             return present
         if self._flights is None:
@@ -296,6 +422,11 @@ class Repo:
         (action, timing), shared = self._flights.run(tid, lambda: self._install(requested, tid))
         return self._result(requested, tid, "waited" if shared else action, timing)
 
+    def _skipped(self, requested: Requested) -> EnsureResult:
+        _log.logger().info("skipped %s: its marker is false here", requested.text)
+        self._emit(Event("ensured", "", "skipped", requirement=requested.text))
+        return EnsureResult(requested.text, requested.name, None, None, "skipped")
+
     def _present(self, requested: Requested, tid: TreeId) -> EnsureResult | None:
         # Lock-free fast path: a record and matching METADATA mean installed. No lock, no network, no process.
         if check(self._layout, tid).state is State.PRESENT:
@@ -304,6 +435,9 @@ class Repo:
         return None
 
     def _result(self, requested: Requested, tid: TreeId, action: Action, timing: _Timing) -> EnsureResult:
+        if self._on_event is not None:
+            total = timing.waited + timing.installing
+            self._on_event(Event("ensured", str(tid), action, total, requested.text, timing.waited, timing.installing))
         return EnsureResult(
             requested.text,
             tid.name,
@@ -465,6 +599,25 @@ def _os_error(error: OSError, root: str, tid: TreeId) -> RepoinstallError:
     if error.errno in (errno.EACCES, errno.EPERM):
         return RepoUnusable(f"repo {root}: permission denied at {error.filename or root}")
     return InstallError(f"{tid}: {error.strerror or error} ({error.filename or root})")
+
+
+def _raise_bad_input(resolved: list[TreeId | RepoinstallError | None]) -> list[TreeId | RepoinstallError | None]:
+    # Bad input fails the whole call before anything is installed; an index that could not answer fails its spec.
+    for answer in resolved:
+        if isinstance(answer, RepoinstallError) and not isinstance(answer, ResolutionError):
+            raise answer
+    return resolved
+
+
+def _job_done(
+    jobs: dict[tuple[int, TreeId], asyncio.Future[EnsureResult]],
+    key: tuple[int, TreeId],
+    done: asyncio.Future[EnsureResult],
+) -> None:
+    jobs.pop(key, None)
+    # Every waiter may have been cancelled: fetch the outcome so asyncio does not warn it was never retrieved.
+    if not done.cancelled():
+        done.exception()
 
 
 async def _to_thread(function: Callable[[], T]) -> T:

@@ -11,7 +11,7 @@ ROOT = Path(__file__).parent.parent
 
 def test_ruff_clean() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "repoinstall", "tests", "bench"],
+        [sys.executable, "-m", "ruff", "check", "repoinstall", "tests", "bench", "examples"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -36,7 +36,9 @@ def make_wheel(
         metadata.append(f"Provides-Extra: {extra}")
         metadata += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
     files = {
-        f"{module}/__init__.py": f'VERSION = "{version}"\nNAME = "{name}"\n'.encode(),
+        f"{module}/__init__.py": (
+            f'VERSION = "{version}"\nNAME = "{name}"\n\n\ndef version(*args):\n    return VERSION, list(args)\n'
+        ).encode(),
         f"{dist_info}/METADATA": ("\n".join(metadata) + "\n\n").encode(),
         f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
     }

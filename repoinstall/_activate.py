@@ -1,0 +1,177 @@
+"""Using installed trees: on this process's ``sys.path`` for a block (activation), or in a fresh interpreter
+(isolation, for a second version of something this process already imported)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+
+from ._errors import ActivationConflict, IsolatedCallError
+
+#: sys.path is one per process: activations from several threads edit it one at a time.
+_path_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def activated(trees: Sequence[str]) -> Iterator[list[str]]:
+    """Put ``trees`` first on ``sys.path`` for the block, then take exactly them off again.
+
+    Modules imported inside the block stay imported (Python cannot unload them); that is why activating a
+    tree whose modules were already imported from a different version is refused instead of half-working.
+    """
+    paths = [os.path.abspath(tree) for tree in trees]
+    for tree in paths:
+        if (problem := conflict(tree)) is not None:
+            raise ActivationConflict(problem)
+    with _path_guard:
+        sys.path[:0] = paths
+        importlib.invalidate_caches()
+    try:
+        yield paths
+    finally:
+        with _path_guard:
+            for path in paths:
+                with contextlib.suppress(ValueError):
+                    sys.path.remove(path)  # ours only: others may have edited sys.path meanwhile
+            importlib.invalidate_caches()
+
+
+def conflict(tree: str) -> str | None:
+    """Why ``tree`` cannot be activated here (a module it provides is already imported from another
+    version of its project), or ``None``."""
+    for name in sorted(top_level_names(tree)):
+        module = sys.modules.get(name)
+        origin = _origin(module) if module is not None else None
+        if module is None or (origin is not None and _inside(origin, tree)):
+            continue
+        ours = owner(tree, name)
+        theirs = owner(_top_dir(origin, name), name) if origin is not None else None
+        if ours is not None and ours == theirs:
+            continue  # the same version of the same project: what is imported is what the tree holds
+        loaded = f"{theirs[0]} {theirs[1]}" if theirs else "a module of unknown version"
+        wanted = f"{ours[0]} {ours[1]}" if ours else tree
+        return (
+            f"cannot activate {wanted}: module {name!r} is already imported from {loaded} "
+            f"({origin or 'built in'}); one process holds one version of a module: use Repo.call_isolated() "
+            "or `repoinstall run` for this one"
+        )
+    return None
+
+
+def top_level_names(tree: str) -> set[str]:
+    """Importable top-level names a tree provides: packages, modules and extension modules."""
+    names: set[str] = set()
+    try:
+        entries = list(os.scandir(tree))
+    except OSError:
+        return names
+    for entry in entries:
+        name = entry.name
+        if name in {"bin", "__pycache__"} or name.endswith((".dist-info", ".egg-info", ".data", ".pth")):
+            continue
+        if entry.is_dir():
+            if name.isidentifier():
+                names.add(name)
+        elif name.endswith(".py"):
+            names.add(name[:-3])
+        elif name.endswith((".so", ".pyd")):
+            names.add(name.split(".", 1)[0])
+    return names
+
+
+def owner(directory: str, name: str) -> tuple[str, str] | None:
+    """(project, version) of the distribution in ``directory`` whose RECORD installs top-level ``name``."""
+    from packaging.utils import canonicalize_name
+
+    try:
+        infos = [e for e in os.scandir(directory) if e.name.endswith(".dist-info") and e.is_dir()]
+    except OSError:
+        return None
+    prefixes = (f"{name}/", f"{name}.py", f"{name}.")
+    for info in infos:
+        try:
+            with open(os.path.join(info.path, "RECORD"), encoding="utf-8") as handle:
+                if any(line.startswith(prefixes) for line in handle):
+                    project, _, version = info.name[: -len(".dist-info")].partition("-")
+                    return canonicalize_name(project), version
+        except OSError:
+            continue
+    return None
+
+
+def _origin(module: object) -> str | None:
+    path = getattr(module, "__file__", None)
+    if isinstance(path, str):
+        return path
+    locations = list(getattr(module, "__path__", []) or [])
+    return str(locations[0]) if locations else None
+
+
+def _inside(path: str, tree: str) -> bool:
+    return os.path.realpath(path).startswith(os.path.realpath(tree) + os.sep)
+
+
+def _top_dir(origin: str, name: str) -> str:
+    # .../site-packages/name/__init__.py -> .../site-packages ; .../site-packages/name.py -> .../site-packages
+    parts = os.path.realpath(origin).split(os.sep)
+    for index in range(len(parts) - 1, -1, -1):
+        if parts[index] == name or parts[index].split(".", 1)[0] == name:
+            return os.sep.join(parts[:index]) or os.sep
+    return os.path.dirname(origin)
+
+
+#: Runs in the fresh interpreter: read (paths, target, args, kwargs) from stdin, answer (ok, value) on the
+#: original stdout; the function's own prints go to stderr so they cannot corrupt the answer.
+_CHILD = """
+import os, pickle, sys, importlib
+answer = os.fdopen(os.dup(1), "wb")
+os.dup2(2, 1)
+paths, target, args, kwargs = pickle.load(sys.stdin.buffer)
+sys.path[:0] = paths
+try:
+    module_name, _, attribute = target.partition(":")
+    value = importlib.import_module(module_name)
+    for part in attribute.split(".") if attribute else ():
+        value = getattr(value, part)
+    outcome = (True, value(*args, **kwargs))
+except BaseException as error:
+    outcome = (False, error)
+try:
+    data = pickle.dumps(outcome)
+except Exception as error:
+    data = pickle.dumps((False, RuntimeError(f"result cannot be sent back: {error!r}")))
+answer.write(data)
+answer.close()
+"""
+
+
+def call_isolated(
+    trees: Sequence[str], target: str, args: tuple[object, ...], kwargs: dict[str, object], timeout: float | None
+) -> object:
+    """Call ``module:function`` in a fresh interpreter that has ``trees`` first on its path; its result, or
+    the exception it raised. Arguments and result travel pickled."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*trees, *filter(None, [env.get("PYTHONPATH")])])
+    payload = pickle.dumps((list(trees), target, args, kwargs))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD], input=payload, capture_output=True, env=env, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise IsolatedCallError(f"{target}: did not finish within {timeout:g}s") from None
+    try:
+        ok, value = pickle.loads(done.stdout)
+    except Exception:
+        tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-5:]
+        raise IsolatedCallError(
+            f"{target}: the isolated interpreter exited {done.returncode} without an answer: {' | '.join(tail)}"
+        ) from None
+    if not ok:
+        raise value
+    return value
