@@ -166,12 +166,13 @@ def _ensure_cli(
     """Parse the specs and files, ensure them all; what was asked, the repo, its env tag and each outcome."""
     from ._requirements import collect
 
+    if not specs and not requirement:
+        _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
     try:
+        # Files that list nothing (comments only) are fine: an init container for an empty list is a no-op.
         wanted = collect(specs or [], requirement or [])
     except RepoinstallError as error:
         _fail(error)
-    if not wanted:
-        _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
     progress = None
     if sys.stderr.isatty() and not silent:
         from ._progress import Progress

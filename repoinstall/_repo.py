@@ -495,6 +495,7 @@ class Repo:
                 with NoLock() as lock:
                     return step(lock)
         except OSError as error:
+            _log.logger().debug("%s: %s", tid, error, exc_info=True)  # -v: where it happened
             raise _os_error(error, self._layout.root, tid) from None
 
     def _emit(self, event: Event) -> None:

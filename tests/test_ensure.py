@@ -236,3 +236,12 @@ def test_corrupt_lock_state_is_a_clear_error_naming_it(repo: Path, index: IndexS
     assert broken.returncode == 1
     lines = broken.stderr.strip().splitlines()
     assert len(lines) == 1 and str(lock_dir) in lines[0] and "Traceback" not in broken.stderr
+
+
+def test_requirements_file_listing_nothing_is_a_no_op(repo: Path, tmp_path: Path, index: IndexServer) -> None:
+    # What an init container does for a chart whose requirement list is empty.
+    (tmp_path / "empty.txt").write_text("# nothing yet\n\n")
+    done = run(*ensure_args(repo, index.url), "-r", str(tmp_path / "empty.txt"))
+    assert done.returncode == 0, done.stderr
+    assert document(done.stdout)["packages"] == []
+    assert run(*ensure_args(repo, index.url)).returncode == 2  # no specs and no file at all is still a usage error

@@ -1,0 +1,207 @@
+{{/*
+Names and labels.
+*/}}
+{{- define "repoinstall.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "repoinstall.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else if contains (include "repoinstall.name" .) .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name (include "repoinstall.name" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "repoinstall.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "repoinstall.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "repoinstall.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "repoinstall.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: repoinstall
+{{- end }}
+
+{{- define "repoinstall.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "repoinstall.claimName" -}}
+{{- default (printf "%s-repo" (include "repoinstall.fullname" .)) .Values.persistence.existingClaim }}
+{{- end }}
+
+{{- define "repoinstall.configName" -}}
+{{- printf "%s-requirements" (include "repoinstall.fullname" .) }}
+{{- end }}
+
+{{/*
+The repo's path inside a container.
+*/}}
+{{- define "repoinstall.repoPath" -}}
+{{- .Values.repo.mountPath }}
+{{- end }}
+
+{{/*
+`repoinstall ensure` for the requirements ConfigMap, with every setting from values. Credentials never appear
+here: they come from a Secret through the environment (PIP_INDEX_URL, NETRC).
+*/}}
+{{- define "repoinstall.ensureArgs" -}}
+- ensure
+- --requirement
+- /etc/repoinstall/requirements.txt
+- --repo
+- {{ include "repoinstall.repoPath" . | quote }}
+{{- with .Values.index.url }}
+- --index-url
+- {{ . | quote }}
+{{- end }}
+{{- range .Values.index.extraUrls }}
+- --extra-index-url
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{- define "repoinstall.env" -}}
+- name: REPOINSTALL_STALE_AFTER
+  value: {{ .Values.lock.staleAfter | quote }}
+- name: REPOINSTALL_HEARTBEAT
+  value: {{ .Values.lock.heartbeat | quote }}
+- name: REPOINSTALL_WAIT_TIMEOUT
+  value: {{ .Values.lock.waitTimeout | quote }}
+- name: REPOINSTALL_NO_LOCK
+  value: {{ ternary "1" "0" .Values.lock.disabled | quote }}
+- name: REPOINSTALL_INSTALL_TIMEOUT
+  value: {{ .Values.install.timeout | quote }}
+- name: REPOINSTALL_JOBS
+  value: {{ .Values.install.jobs | quote }}
+- name: REPOINSTALL_INDEX_TTL
+  value: {{ .Values.index.cacheTtl | quote }}
+- name: REPOINSTALL_REFRESH
+  value: {{ ternary "1" "0" .Values.index.refresh | quote }}
+{{- with .Values.index.existingSecret }}
+- name: PIP_INDEX_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.index.secretKey }}
+{{- end }}
+{{- if .Values.index.netrcSecret }}
+- name: NETRC
+  value: /etc/repoinstall/netrc/{{ .Values.index.netrcKey }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "repoinstall.mounts" -}}
+- name: repo
+  mountPath: {{ include "repoinstall.repoPath" . }}
+  {{- with .Values.repo.subPath }}
+  subPath: {{ . }}
+  {{- end }}
+- name: requirements
+  mountPath: /etc/repoinstall
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+{{- if .Values.index.netrcSecret }}
+- name: netrc
+  mountPath: /etc/repoinstall/netrc
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/*
+PUBLIC: the init container to put in front of a workload that imports from the repo:
+
+    initContainers:
+      {{- include "repoinstall.initContainer" . | nindent 8 }}
+    volumes:
+      {{- include "repoinstall.volumes" . | nindent 8 }}
+    containers:
+      - volumeMounts:
+          {{- include "repoinstall.repoMount" . | nindent 10 }}
+
+It ensures the requirements (a no-op, in milliseconds, once they are installed) before the workload starts.
+*/}}
+{{- define "repoinstall.initContainer" -}}
+- name: repoinstall
+  image: {{ include "repoinstall.image" . }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  args:
+    {{- include "repoinstall.ensureArgs" . | nindent 4 }}
+  env:
+    {{- include "repoinstall.env" . | nindent 4 }}
+  volumeMounts:
+    {{- include "repoinstall.mounts" . | nindent 4 }}
+  {{- with .Values.securityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+
+{{/*
+PUBLIC: the volumes the init container (and the workload's repo mount) need.
+*/}}
+{{- define "repoinstall.volumes" -}}
+- name: repo
+  persistentVolumeClaim:
+    claimName: {{ include "repoinstall.claimName" . }}
+- name: requirements
+  configMap:
+    name: {{ include "repoinstall.configName" . }}
+- name: tmp
+  emptyDir: {}
+{{- if .Values.index.netrcSecret }}
+- name: netrc
+  secret:
+    secretName: {{ .Values.index.netrcSecret }}
+    defaultMode: 0400
+{{- end }}
+{{- end }}
+
+{{/*
+PUBLIC: the repo mount for the workload's own containers (read-only: workers only import).
+*/}}
+{{- define "repoinstall.repoMount" -}}
+- name: repo
+  mountPath: {{ include "repoinstall.repoPath" . }}
+  readOnly: true
+  {{- with .Values.repo.subPath }}
+  subPath: {{ . }}
+  {{- end }}
+{{- end }}
+
+{{- define "repoinstall.podSettings" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,171 @@
+"""The Helm chart, rendered and linted with Helm's own Go SDK (helm-python-sdk), every manifest validated
+against the Kubernetes OpenAPI schemas of two versions (kubernetes-validate). Offline: no cluster, no network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+CHART = Path(__file__).parent.parent / "helm" / "repoinstall"
+KUBERNETES = ["1.29.0", "1.33.0"]
+SECRET_URL = "https://deploy:s3cr3t@pypi.example/simple"
+
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "requirements": {"requirements": ["adaptor==1.4", "other[fast]>=2,<3 ; python_version >= '3.10'"]},
+    "everything": {
+        "image": {"repository": "registry.example/repoinstall", "tag": "0.1.0-py311", "pullPolicy": "Always"},
+        "imagePullSecrets": [{"name": "registry"}],
+        "requirements": ["adaptor==1.4"],
+        "repo": {"mountPath": "/opt/repo", "subPath": "python"},
+        "persistence": {"create": False, "existingClaim": "shared-nfs"},
+        "index": {
+            "url": "https://pypi.example/simple",
+            "extraUrls": ["https://mirror.example/simple"],
+            "existingSecret": "index-credentials",
+            "secretKey": "url",
+            "netrcSecret": "index-netrc",
+            "cacheTtl": 30,
+            "refresh": True,
+        },
+        "lock": {"staleAfter": 300, "heartbeat": 30, "waitTimeout": 600, "disabled": False},
+        "install": {"timeout": 1200, "jobs": 2},
+        "prewarm": {"enabled": True, "backoffLimit": 5, "activeDeadlineSeconds": 900, "ttlSecondsAfterFinished": 60},
+        "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy.example:3128"}],
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "nodeSelector": {"kubernetes.io/arch": "amd64"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "workers", "effect": "NoSchedule"}],
+        "exampleWorker": {"enabled": True, "replicas": 3},
+    },
+    "single node": {"requirements": ["adaptor==1.4"], "lock": {"disabled": True}, "prewarm": {"enabled": False}},
+}
+
+
+def render(values: dict[str, Any]) -> list[dict[str, Any]]:
+    chart = helm.Chart.load(CHART)
+    rendered = chart.render(values, name="rel", namespace="workers", is_install=True)
+    documents = []
+    for path, text in sorted(rendered.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        documents += [doc for doc in yaml.safe_load_all(text) if doc]
+    return documents
+
+
+def of_kind(documents: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in documents if d["kind"] == kind]
+
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_chart_renders_lints_strictly_and_validates(name: str) -> None:
+    values = VALUE_SETS[name]
+    report = helm.lint(CHART, values, strict=True, kube_version="v1.33.0")
+    problems = [m for m in report["messages"] if m["severity"] >= 2] + report["errors"]
+    assert not problems, problems
+    documents = render(values)
+    assert documents
+    for document in documents:
+        for version in KUBERNETES:
+            kubernetes_validate.validate(document, version, strict=True)
+        labels = document["metadata"]["labels"]
+        for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+                    "app.kubernetes.io/managed-by", "helm.sh/chart"):  # fmt: skip
+            assert key in labels, (document["kind"], key)
+
+
+def pod_specs(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d["spec"]["template"]["spec"] for d in documents if d["kind"] in ("Job", "Deployment")]
+
+
+def test_init_container_command_mounts_and_security() -> None:
+    documents = render(VALUE_SETS["everything"])
+    worker = of_kind(documents, "Deployment")[0]["spec"]["template"]["spec"]
+    (init,) = worker["initContainers"]
+    assert init["args"][:5] == ["ensure", "--requirement", "/etc/repoinstall/requirements.txt", "--repo", "/opt/repo"]
+    assert init["args"][5:] == [
+        "--index-url", "https://pypi.example/simple", "--extra-index-url", "https://mirror.example/simple",
+    ]  # fmt: skip
+    mounts = {m["name"]: m for m in init["volumeMounts"]}
+    assert mounts["repo"] == {"name": "repo", "mountPath": "/opt/repo", "subPath": "python"}
+    assert mounts["requirements"]["readOnly"] and mounts["netrc"]["readOnly"]
+    env = {e["name"]: e for e in init["env"]}
+    assert env["REPOINSTALL_STALE_AFTER"]["value"] == "300" and env["REPOINSTALL_HEARTBEAT"]["value"] == "30"
+    assert env["REPOINSTALL_NO_LOCK"]["value"] == "0" and env["REPOINSTALL_REFRESH"]["value"] == "1"
+    assert env["NETRC"]["value"] == "/etc/repoinstall/netrc/netrc"
+    assert init["securityContext"]["readOnlyRootFilesystem"] is True
+    assert worker["securityContext"]["runAsNonRoot"] is True and worker["securityContext"]["fsGroup"] == 10001
+    assert worker["nodeSelector"] == {"kubernetes.io/arch": "amd64"} and worker["tolerations"][0]["key"] == "dedicated"
+    (container,) = worker["containers"]
+    assert {"name": "repo", "mountPath": "/opt/repo", "readOnly": True, "subPath": "python"} in container[
+        "volumeMounts"
+    ]
+    volumes = {v["name"]: v for v in worker["volumes"]}
+    assert volumes["repo"]["persistentVolumeClaim"]["claimName"] == "shared-nfs"
+    assert not of_kind(documents, "PersistentVolumeClaim")  # an existing claim is used, none created
+    single = render(VALUE_SETS["single node"])
+    assert not of_kind(single, "Job")
+    assert of_kind(single, "PersistentVolumeClaim")[0]["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+def test_prewarm_job_is_a_bounded_hook() -> None:
+    documents = render(VALUE_SETS["everything"])
+    (job,) = of_kind(documents, "Job")
+    annotations = job["metadata"]["annotations"]
+    assert annotations["helm.sh/hook"] == "post-install,post-upgrade"
+    assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    assert job["spec"]["backoffLimit"] == 5 and job["spec"]["activeDeadlineSeconds"] == 900
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["args"][0] == "ensure" and job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert not of_kind(render({}), "Job")  # nothing to prewarm by default
+
+
+def test_credentials_come_from_a_secret_and_never_from_a_configmap() -> None:
+    documents = render(VALUE_SETS["everything"])
+    for spec in pod_specs(documents):
+        for container in spec.get("initContainers", []) + spec["containers"]:
+            env = {e["name"]: e for e in container.get("env", [])}
+            if "PIP_INDEX_URL" in env:
+                assert env["PIP_INDEX_URL"] == {
+                    "name": "PIP_INDEX_URL",
+                    "valueFrom": {"secretKeyRef": {"name": "index-credentials", "key": "url"}},
+                }
+    assert any("PIP_INDEX_URL" in str(spec) for spec in pod_specs(documents))
+    (config,) = of_kind(documents, "ConfigMap")
+    assert config["data"]["requirements.txt"].splitlines()[1:] == ["adaptor==1.4"]
+    assert not of_kind(documents, "Secret")  # the chart never writes credentials anywhere
+    chart = helm.Chart.load(CHART)
+    with pytest.raises(helm.HelmError):
+        chart.validate_schema({"index": {"url": SECRET_URL}})
+    with pytest.raises(helm.HelmError):
+        chart.validate_schema({"requirements": [f"adaptor @ {SECRET_URL}/adaptor-1.0.whl"]})
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"image": {"repository": "", "pullPolicy": "IfNotPresent"}},
+        {"image": {"repository": "x", "pullPolicy": "Sometimes"}},
+        {"requirements": ["--index-url=http://evil.example/simple"]},
+        {"requirements": ["adaptor==1.4\nother==2"]},
+        {"lock": {"staleAfter": -1}},
+        {"lock": {"heartbeat": 0}},
+        {"install": {"jobs": 0}},
+        {"persistence": {"accessModes": ["ReadWriteSometimes"]}},
+        {"persistence": {"size": "ten gigs"}},
+        {"repo": {"mountPath": "relative/path"}},
+        {"prewarm": {"backoffLimit": -1}},
+        {"frobnicate": True},
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_schema_rejects_invalid_values(values: dict[str, Any]) -> None:
+    chart = helm.Chart.load(CHART)
+    with pytest.raises(helm.HelmError):
+        chart.validate_schema(values)
+    with pytest.raises(helm.HelmError):
+        chart.render(values, name="rel", namespace="workers", is_install=True)

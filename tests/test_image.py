@@ -1,0 +1,104 @@
+"""The container image, without a container engine (CI has none): the Dockerfile's shape is checked, and its
+install steps, the very scripts it runs, are run in a fresh venv; the entry point then ensures a package as
+the image's non-root user with the image's environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from helpers import isolated_env
+
+ROOT = Path(__file__).parent.parent
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+
+
+def final_stage() -> list[str]:
+    lines = [line.strip() for line in re.sub(r"\\\n\s*", " ", DOCKERFILE).splitlines()]
+    instructions = [line for line in lines if line and not line.startswith("#")]
+    start = max(i for i, line in enumerate(instructions) if line.startswith("FROM "))
+    return instructions[start:]
+
+
+def image_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for line in final_stage():
+        if line.startswith("ENV "):
+            env.update(pair.split("=", 1) for pair in line[4:].split())  # type: ignore[misc]
+    return env
+
+
+def test_dockerfile_shape() -> None:
+    stage = final_stage()
+    assert re.fullmatch(r"FROM \$\{PYTHON_IMAGE\}", stage[0])
+    assert "ARG PYTHON_IMAGE=python:3.11-slim-bookworm" in DOCKERFILE  # slim base, overridable to match workers
+    assert 'ENTRYPOINT ["repoinstall"]' in stage
+    user = next(line for line in stage if line.startswith("USER "))
+    assert re.fullmatch(r"USER [1-9][0-9]*:[0-9]+", user)  # numeric, so runAsNonRoot can verify it
+    runs = " ".join(line for line in stage if line.startswith("RUN "))
+    assert "docker/install.sh" in DOCKERFILE and "sh /tmp/install.sh /wheels" in runs
+    assert "rm -rf /wheels" in runs
+    # Nothing to build with is left in the image: no compilers, no build backend in the final stage.
+    for tool in ("apt-get install", "gcc", "build-essential", "hatchling", "python3-dev"):
+        assert tool not in runs, tool
+    assert "sh /src/docker/build-wheel.sh /src /wheels" in DOCKERFILE  # the wheel comes from the build stage
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+def test_install_steps_in_a_fresh_venv_and_the_entry_point_as_non_root(tmp_path: Path) -> None:
+    from wheels import make_wheel
+
+    wheels = tmp_path / "wheels"
+    venv = tmp_path / "venv"
+    env = isolated_env()
+    subprocess.run(["sh", ROOT / "docker" / "build-wheel.sh", ROOT, wheels], env=env, check=True, capture_output=True)
+    assert [p.name for p in wheels.iterdir()] == ["repoinstall-0.1.0-py3-none-any.whl"]
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    # The image's dependencies come from the index; tests have no network, so the fresh venv sees this test
+    # environment's packages as if a base layer held them, and install.sh runs with --no-index.
+    site = next((venv / "lib").glob("python*/site-packages"))
+    (site / "base-layer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    venv_env = {**env, "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(venv)}
+    done = subprocess.run(
+        ["sh", ROOT / "docker" / "install.sh", wheels, "--no-index"],
+        env=venv_env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    entry = venv / "bin" / "repoinstall"
+    assert entry.is_file()
+    where = subprocess.run(
+        [venv / "bin" / "python", "-c", "import repoinstall; print(repoinstall.__file__)"],
+        cwd=tmp_path, env=venv_env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert where.stdout.startswith(str(venv))  # the wheel's copy, not the source tree's
+
+    # As the image runs it: its numeric user, its ENV (HOME and caches in /tmp), the entry point.
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    make_wheel(packages, "adaptor-img", "1.0")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    os.chown(repo, 10001, 0)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir(mode=0o1777)
+    scratch.chmod(0o1777)
+    user_env = {**venv_env, **{k: v.replace("/tmp", str(scratch)) for k, v in image_env().items()}}
+    as_image_user = ["setpriv", "--reuid=10001", "--regid=0", "--clear-groups"]
+    as_image_user += ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+    ensured = subprocess.run(
+        [*as_image_user, entry, "ensure", "adaptor-img==1.0", "--repo", repo, "--no-index", "--find-links", packages],
+        env=user_env, capture_output=True, text=True, timeout=180, cwd=scratch, check=False,
+    )  # fmt: skip
+    assert ensured.returncode == 0, ensured.stderr
+    tree = next((repo / "trees").glob("*/adaptor-img/1"))
+    assert tree.stat().st_uid == 10001
+    assert (tree / "adaptor_img" / "__init__.py").is_file()
