@@ -152,11 +152,23 @@ class FileTreeLock:
         return True
 
     def __exit__(self, *exc: object) -> None:
+        import logging
+
+        from filelock import SoftFileLockProtocolError
+
         if not self.lost.is_set():  # after a loss the note may already be the new holder's
             with contextlib.suppress(OSError):
                 _fs.unlink(self._dir_fd, self._owner_name)
-        self._lock.release(force=True)
-        self._close()
+        try:
+            self._lock.release(force=True)
+        except (OSError, SoftFileLockProtocolError) as error:
+            # Releasing only lets peers in sooner. If it fails (typically a holder resumed after a peer evicted it
+            # and moved the lock's log on), what is left of our membership ages out after the stale threshold,
+            # like a crashed holder's. The tree, published by rename or not at all, is unaffected.
+            level = logging.DEBUG if self.lost.is_set() else logging.WARNING
+            _log.logger().log(level, "could not release %s cleanly (%s); it expires on its own", self.path, error)
+        finally:
+            self._close()
 
     def close(self) -> None:
         """Give up the lock object without releasing (after a ``try_take`` that did not take it)."""
