@@ -87,21 +87,17 @@ def top_level_names(tree: str) -> set[str]:
 
 def owner(directory: str, name: str) -> tuple[str, str] | None:
     """(project, version) of the distribution in ``directory`` whose RECORD installs top-level ``name``."""
-    from packaging.utils import canonicalize_name
+    from ._dists import record_rows, scan
+    from ._identity import canonical_name
 
     try:
-        infos = [e for e in os.scandir(directory) if e.name.endswith(".dist-info") and e.is_dir()]
+        dists = scan(directory)
     except OSError:
         return None
     prefixes = (f"{name}/", f"{name}.py", f"{name}.")
-    for info in infos:
-        try:
-            with open(os.path.join(info.path, "RECORD"), encoding="utf-8") as handle:
-                if any(line.startswith(prefixes) for line in handle):
-                    project, _, version = info.name[: -len(".dist-info")].partition("-")
-                    return canonicalize_name(project), version
-        except OSError:
-            continue
+    for dist in dists:
+        if any(row and row[0].startswith(prefixes) for row in record_rows(directory, dist) or ()):
+            return canonical_name(dist.name), dist.version
     return None
 
 

@@ -115,6 +115,9 @@ ConstraintOpt = Annotated[
 ]
 
 
+JobsOpt = Annotated[
+    int, typer.Option("--jobs", "-j", envvar="REPOINSTALL_JOBS", help="Install this many different trees at once.")
+]
 RefreshOpt = Annotated[
     bool,
     typer.Option(
@@ -160,6 +163,29 @@ def _install_options(
     )
 
 
+def _repo_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """``Repo(...)`` keywords from the parameters ``ensure`` and ``run`` share (passed as their ``locals()``)."""
+    options = _install_options(
+        params["index_url"],
+        params["extra_index_url"],
+        params["find_links"],
+        params["no_index"],
+        params["constraint"],
+        params["install_timeout"],
+    )
+    return {
+        "lock": not params["no_lock"],
+        "stale_after": params["stale_after"],
+        "heartbeat": params["heartbeat"],
+        "wait_timeout": params["wait_timeout"],
+        "jobs": params["jobs"],
+        "install": options,
+        "refresh": params["refresh"],
+        "pre": params["pre"],
+        "index_ttl": params["index_ttl"],
+    }
+
+
 def _ensure_cli(
     specs: list[str] | None, requirement: list[str] | None, repo: str | None, silent: bool, settings: dict[str, Any]
 ) -> "tuple[list[Requested], str, str, list[EnsureResult | RepoinstallError]]":
@@ -197,9 +223,7 @@ def ensure(
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
-    jobs: Annotated[
-        int, typer.Option("--jobs", "-j", envvar="REPOINSTALL_JOBS", help="Install this many different trees at once.")
-    ] = 4,
+    jobs: JobsOpt = 4,
     no_lock: NoLockOpt = False,
     stale_after: StaleOpt = STALE_AFTER,
     heartbeat: HeartbeatOpt = HEARTBEAT,
@@ -221,18 +245,7 @@ def ensure(
     --index-url, ~/.netrc).
     """
     _log.configure_cli(quiet=quiet, verbose=verbose)
-    options = _install_options(index_url, extra_index_url, find_links, no_index, constraint, install_timeout)
-    settings = {
-        "lock": not no_lock,
-        "stale_after": stale_after,
-        "heartbeat": heartbeat,
-        "wait_timeout": wait_timeout,
-        "jobs": jobs,
-        "install": options,
-        "refresh": refresh,
-        "pre": pre,
-        "index_ttl": index_ttl,
-    }
+    settings = _repo_settings(locals())
     wanted, root, env, outcomes = _ensure_cli(specs, requirement, repo, quiet or as_json, settings)
     results = [o for o in outcomes if isinstance(o, EnsureResult)]
     errors = [(w, o) for w, o in zip(wanted, outcomes, strict=True) if isinstance(o, RepoinstallError)]
@@ -275,9 +288,7 @@ def run(
     repo: RepoOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
-    jobs: Annotated[
-        int, typer.Option("--jobs", "-j", envvar="REPOINSTALL_JOBS", help="Install this many different trees at once.")
-    ] = 4,
+    jobs: JobsOpt = 4,
     no_lock: NoLockOpt = False,
     stale_after: StaleOpt = STALE_AFTER,
     heartbeat: HeartbeatOpt = HEARTBEAT,
@@ -299,18 +310,7 @@ def run(
     _log.configure_cli(quiet=quiet, verbose=verbose)
     if not _run_command:
         _fail("give the command to run after --, e.g. repoinstall run 'pkg==1.0' -- python -m pkg", 2)
-    options = _install_options(index_url, extra_index_url, find_links, no_index, constraint, install_timeout)
-    settings = {
-        "lock": not no_lock,
-        "stale_after": stale_after,
-        "heartbeat": heartbeat,
-        "wait_timeout": wait_timeout,
-        "jobs": jobs,
-        "install": options,
-        "refresh": refresh,
-        "pre": pre,
-        "index_ttl": index_ttl,
-    }
+    settings = _repo_settings(locals())
     _, _, _, outcomes = _ensure_cli(specs, requirement, repo, True, settings)
     for outcome in outcomes:
         if isinstance(outcome, RepoinstallError):

@@ -76,7 +76,8 @@ def tree_relative(recorded: str) -> str | None:
     return path
 
 
-def _entries(tree: str, dist: Dist) -> list[list[str]] | None:
+def record_rows(tree: str, dist: Dist) -> list[list[str]] | None:
+    """The rows of a dist's RECORD, or ``None`` if it is missing or unreadable."""
     try:
         with open(os.path.join(tree, dist.dist_info, "RECORD"), "rb") as handle:
             return list(csv.reader(io.StringIO(handle.read().decode("utf-8"))))
@@ -91,7 +92,7 @@ def check_tree(tree: str, dists: list[Dist], *, extra: bool = True) -> RecordPro
     recorded: set[str] = set()
     root = os.path.realpath(tree)
     for dist in dists:
-        rows = _entries(tree, dist)
+        rows = record_rows(tree, dist)
         if rows is None:
             missing.append(f"{dist.dist_info}/RECORD")
             continue

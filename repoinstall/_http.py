@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from . import _log
 from ._errors import ResolutionError
+from ._urls import split_credentials
 
 if TYPE_CHECKING:
     import httpx
@@ -51,6 +52,8 @@ class Reply(NamedTuple):
     body: bytes = b""
     content_range: str = ""
     error: str | None = None
+    #: Whether a retry may get another answer (a broken connection may; an oversized answer will not).
+    transient: bool = True
 
 
 Step = Get | Pause
@@ -71,17 +74,18 @@ def get(
     headers: Iterable[tuple[str, str]] = (),
     limit: int = PAGE_LIMIT,
 ) -> Plan[Reply]:
-    """GET with bounded retries on connection errors, timeouts, 429 and 5xx; the last reply otherwise.
+    """GET with bounded retries on connection errors, timeouts, 429 and 5xx; the last reply otherwise (an
+    answer over the limit comes back at once, with ``error`` set: the caller knows whether it can do without).
 
     Raises :class:`ResolutionError` starting with ``what`` (which names the index, redacted) when every
     attempt failed.
     """
     request = Get(url, tuple(headers), limit)
-    for attempt in range(retries + 1):
+    attempt = 0
+    while True:
         reply = yield request
         assert reply is not None
-        transient = reply.error is not None or reply.status == 429 or reply.status >= 500
-        if not transient:
+        if not reply.transient or (reply.error is None and reply.status != 429 and reply.status < 500):
             return reply
         problem = reply.error or f"HTTP {reply.status}"
         if attempt == retries:
@@ -89,7 +93,7 @@ def get(
             raise ResolutionError(f"{what}: {problem} ({tries})")
         _log.logger().info("%s: %s; retrying", what, problem)
         yield Pause(backoff(attempt))
-    raise AssertionError("unreachable")
+        attempt += 1
 
 
 def run(plan: Plan[T], client: Callable[[], httpx.Client]) -> T:
@@ -128,12 +132,11 @@ def _fetch(client: httpx.Client, step: Get) -> Reply:
 
     try:
         with client.stream("GET", step.url, headers=dict(step.headers)) as response:
-            body = bytearray()
+            body = _Body(step)
             for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > step.limit:
-                    return Reply(step.url, error=f"answer larger than {step.limit} bytes")
-            return _reply(step.url, response, bytes(body))
+                if (too_large := body.add(chunk)) is not None:
+                    return too_large
+            return body.reply(response)
     except httpx.HTTPError as error:
         return Reply(step.url, error=_describe(error))
 
@@ -143,24 +146,37 @@ async def _afetch(client: httpx.AsyncClient, step: Get) -> Reply:
 
     try:
         async with client.stream("GET", step.url, headers=dict(step.headers)) as response:
-            body = bytearray()
+            body = _Body(step)
             async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > step.limit:
-                    return Reply(step.url, error=f"answer larger than {step.limit} bytes")
-            return _reply(step.url, response, bytes(body))
+                if (too_large := body.add(chunk)) is not None:
+                    return too_large
+            return body.reply(response)
     except httpx.HTTPError as error:
         return Reply(step.url, error=_describe(error))
 
 
-def _reply(url: str, response: httpx.Response, body: bytes) -> Reply:
-    return Reply(
-        url,
-        response.status_code,
-        response.headers.get("content-type", ""),
-        body,
-        response.headers.get("content-range", ""),
-    )
+class _Body:
+    """An answer's bytes, up to the step's limit: what the sync and async fetch share."""
+
+    def __init__(self, step: Get) -> None:
+        self._step = step
+        self._data = bytearray()
+
+    def add(self, chunk: bytes) -> Reply | None:
+        """``None``, or the reply to give instead once the answer outgrows the limit (retrying cannot help)."""
+        self._data += chunk
+        if len(self._data) <= self._step.limit:
+            return None
+        return Reply(self._step.url, error=f"answer larger than {self._step.limit} bytes", transient=False)
+
+    def reply(self, response: httpx.Response) -> Reply:
+        return Reply(
+            self._step.url,
+            response.status_code,
+            response.headers.get("content-type", ""),
+            bytes(self._data),
+            response.headers.get("content-range", ""),
+        )
 
 
 def _describe(error: Exception) -> str:
@@ -181,28 +197,6 @@ def _describe(error: Exception) -> str:
 
 
 # ---- credentials ------------------------------------------------------------------------------------------
-
-
-def redact(url: str) -> str:
-    """``https://user:secret@host/x`` -> ``https://user:****@host/x``; a lone token becomes ``****``."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user, has_password, _ = userinfo.partition(":")
-    shown = f"{user}:****" if has_password else "****"
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{shown}@{host}"))
-
-
-def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
-    """The URL without userinfo, and the (user, password) it carried."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url, None
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user, _, password = userinfo.partition(":")
-    bare = urllib.parse.urlunsplit(parts._replace(netloc=host))
-    return bare, (urllib.parse.unquote(user), urllib.parse.unquote(password))
 
 
 def _netloc(url: str) -> str:

@@ -43,7 +43,7 @@ class IndexCache:
         self.ttl = ttl
         self._settings = settings
 
-    def _dir(self) -> int | None:
+    def _writable_dir(self) -> int | None:
         if self._layout is None:
             return None
         try:
@@ -52,16 +52,12 @@ class IndexCache:
             return None  # a read-only or full repo: resolve without the cache
 
     def read(self, key: str, *, forever: bool = False) -> dict[str, object] | None:
-        """The entry if it is there, readable and fresh (any age when ``forever``)."""
-        directory = self._dir()
-        if directory is None:
-            return None
+        """The entry if it is there, readable and fresh (any age when ``forever``). Reading creates nothing."""
         try:
-            data = _fs.read_file(directory, (key + ".json",))
-        except OSError:
+            root = self._layout.root_fd() if self._layout is not None else None
+            data = _fs.read_file(root, (*CACHE_DIR, key + ".json")) if root is not None else None
+        except (OSError, RepoinstallError):
             return None
-        finally:
-            os.close(directory)
         try:
             entry = json.loads(data or b"null")
         except ValueError:
@@ -75,7 +71,7 @@ class IndexCache:
         return entry
 
     def write(self, key: str, entry: dict[str, object]) -> None:
-        directory = self._dir()
+        directory = self._writable_dir()
         if directory is None:
             return
         try:

@@ -54,8 +54,8 @@ def index_config(options: InstallOptions | None, *, pre: bool = False) -> IndexC
         find_links=tuple(dict.fromkeys([*pip.get("find-links", "").split(), *options.find_links])),
         constraints=tuple(dict.fromkeys([*pip.get("constraint", "").split(), *options.constraints])),
         pre=pre or _flag(pip.get("pre")),
-        timeout=_number(pip.get("timeout") or pip.get("default-timeout"), PIP_TIMEOUT),
-        retries=_count(pip.get("retries"), PIP_RETRIES),
+        timeout=_number(pip.get("timeout") or pip.get("default-timeout"), PIP_TIMEOUT, positive=True),
+        retries=int(_number(pip.get("retries"), PIP_RETRIES, positive=False)),
         cert=pip.get("cert") or None,
         trusted_hosts=tuple(pip.get("trusted-host", "").split()),
     )
@@ -103,17 +103,11 @@ def _flag(value: str | None) -> bool:
     return value is not None and value.strip().lower() in _TRUE
 
 
-def _number(value: str | None, default: float) -> float:
+def _number(value: str | None, default: float, *, positive: bool) -> float:
+    """pip's setting as a number, or the default when it is missing or unusable."""
     try:
         number = float(value) if value is not None else default
     except ValueError:
         return default
-    return number if math.isfinite(number) and number > 0 else default
-
-
-def _count(value: str | None, default: int) -> int:
-    try:
-        number = int(value) if value is not None else default
-    except ValueError:
-        return default
-    return number if number >= 0 else default
+    usable = math.isfinite(number) and (number > 0 if positive else number >= 0)
+    return number if usable else default

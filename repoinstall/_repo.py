@@ -347,6 +347,8 @@ class Repo:
             return present
         loop = asyncio.get_running_loop()
         key = (id(loop), tid)
+        # No await between this look-up and the insert below, so tasks of one loop cannot both start a job; threads
+        # and other loops are deduplicated one level down, by the SingleFlight inside self._ensure.
         job = self._async_jobs.get(key)
         shared = job is not None
         started = time.monotonic()

@@ -19,10 +19,11 @@ from packaging.version import InvalidVersion, Version
 
 from . import _http, _log
 from ._errors import ResolutionError
-from ._http import Plan, redact
+from ._http import Plan
 from ._identity import canonical_name
 from ._requirements import choose
 from ._sources import find_links_listing, index_listing
+from ._urls import redact
 from ._wheelmeta import requires_python
 
 if TYPE_CHECKING:

@@ -9,6 +9,8 @@ import urllib.parse
 from html.parser import HTMLParser
 from typing import NamedTuple
 
+from ._urls import split_credentials
+
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_TYPE = "application/vnd.pypi.simple.v1+html"
 #: Prefer JSON, take HTML; the same preference pip sends.
@@ -126,14 +128,7 @@ def _parse_html(body: bytes, page_url: str, charset: str) -> list[Link]:
 
 def _absolute(base: str, href: str) -> str:
     # The fragment (#sha256=...) is not part of the file's address; userinfo never is.
-    return strip_userinfo(urllib.parse.urljoin(base, href.strip()).split("#", 1)[0])
-
-
-def strip_userinfo(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return split_credentials(urllib.parse.urljoin(base, href.strip()).split("#", 1)[0])[0]
 
 
 def local_links(directory: str) -> list[Link]:

@@ -9,9 +9,10 @@ from typing import NamedTuple
 
 from . import _http
 from ._errors import ResolutionError
-from ._http import Plan, redact, split_credentials
+from ._http import Plan
 from ._indexcache import IndexCache, key_for
 from ._simple import ACCEPT, Link, PageError, local_links, parse_page, project_url
+from ._urls import redact, split_credentials
 
 
 class Listing(NamedTuple):
@@ -61,6 +62,8 @@ def find_links_listing(location: str, project: str, cache: IndexCache, retries: 
 
 
 def _listing(reply: _http.Reply, shown: str, project: str) -> Listing:
+    if reply.error is not None:
+        raise ResolutionError(f"index {shown}: {reply.error} for {project}")
     if reply.status in (404, 410):
         return Listing(False, ())
     if reply.status in (401, 403):

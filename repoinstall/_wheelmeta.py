@@ -16,8 +16,9 @@ import zipfile
 from email.parser import BytesHeaderParser
 
 from . import _http
-from ._http import Plan, redact
+from ._http import Plan
 from ._simple import Link
+from ._urls import redact
 
 #: The tail fetched first: enough for the central directory of any ordinary wheel.
 _TAIL = 64 << 10

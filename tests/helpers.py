@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def isolated_env(**extra: str) -> dict[str, str]:
@@ -111,3 +115,22 @@ def snapshot(repo: Path) -> dict[str, tuple[int, int]]:
             st = path.lstat()
             found[str(path.relative_to(repo))] = (st.st_size, st.st_mtime_ns)
     return found
+
+
+async def while_ticking(awaitable: Awaitable[T]) -> tuple[T, int]:
+    """Await ``awaitable`` while a task ticks every 50 ms; the tick count shows whether the loop stayed free."""
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0.05)
+
+    task = asyncio.create_task(ticker())
+    try:
+        return await awaitable, ticks
+    finally:
+        done.set()
+        await task

@@ -9,28 +9,27 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent
 
 
-def test_warm_benchmark_runs_and_warm_cli_imports_nothing_heavy() -> None:
+def bench(script: str) -> subprocess.CompletedProcess[str]:
+    """A benchmark in its short mode; it must exit 0."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "warm.py"), "--quick"],
+        [sys.executable, str(ROOT / "bench" / script), "--quick"],
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_warm_benchmark_runs_and_warm_cli_imports_nothing_heavy() -> None:
+    done = bench("warm.py")
     assert "us/package" in done.stdout and "warm CLI, 10 packages:" in done.stdout
     assert "heavy modules imported on the warm CLI path: none" in done.stdout, done.stdout
 
 
 def test_resolution_benchmark_runs_and_the_fleet_asks_once_per_package() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "resolve.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = bench("resolve.py")
     assert "pypiserver (HTML)" in done.stdout
     assert "at most 1 request(s) per package (target <= 1): ok" in done.stdout, done.stdout
     assert "installer downloads: 5 for 5 trees" in done.stdout, done.stdout

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import document, import_version, isolated_env, run, start
+from helpers import document, import_version, isolated_env, run, start, while_ticking
 from indexserver import IndexServer
 from servers import DevpiServer, PypiServer
 from wheels import make_wheel
@@ -140,20 +140,8 @@ def test_async_resolution_on_httpx_async_client(repo: Path, fixture_index: Index
     fixture_index.slow_seconds = 1.0
 
     async def scenario() -> tuple[list[str], int]:
-        ticks = 0
-        done = asyncio.Event()
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while not done.is_set():
-                ticks += 1
-                await asyncio.sleep(0.05)
-
         with Repo(repo, install=InstallOptions(index_url=fixture_index.simple), index_ttl=0) as r:
-            task = asyncio.create_task(ticker())
-            found = await asyncio.gather(r.aresolve("demo-pkg"), r.aresolve("demo-pkg<2"))
-            done.set()
-            await task
+            found, ticks = await while_ticking(asyncio.gather(r.aresolve("demo-pkg"), r.aresolve("demo-pkg<2")))
         return [str(t.version) for t in found if t is not None], ticks
 
     found, ticks = asyncio.run(scenario())
@@ -334,7 +322,7 @@ def test_credentials_from_url_and_netrc_never_shown(tmp_path: Path, private_pypi
 
 
 def test_redaction() -> None:
-    from repoinstall._http import redact
+    from repoinstall._urls import redact
 
     assert redact("https://u:p@h:1/s") == "https://u:****@h:1/s"
     assert redact("https://token@h/s") == "https://****@h/s"
@@ -453,3 +441,16 @@ def test_same_choice_as_pip(tmp_path: Path, pypi: PypiServer, devpi: dict[str, s
             ours = r.resolve(spec)
         assert ours is not None
         assert ours.version_text == pip_choice(url, spec, *options, workdir=tmp_path), (label, spec)
+
+
+def test_an_oversized_answer_is_not_retried(fixture_index: IndexServer) -> None:
+    import httpx
+
+    from repoinstall import _http
+
+    fixture_index.pages.clear()
+    with httpx.Client() as client:
+        plan = _http.get(fixture_index.simple + "/demo-pkg/", 5, what="index", limit=10)
+        reply = _http.run(plan, lambda: client)
+    assert reply.error == "answer larger than 10 bytes" and not reply.transient
+    assert fixture_index.pages["demo-pkg"] == 1

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import isolated_env, run, snapshot, wait_until
+from helpers import isolated_env, run, snapshot, wait_until, while_ticking
 from indexserver import IndexServer
 
 from repoinstall import ActivationConflict, EnsureResult, Event, InstallOptions, Repo
@@ -41,20 +41,7 @@ def test_tasks_share_one_install_and_the_loop_keeps_running(repo: Path, index: I
     index.delays["slow_pkg"] = 1.5
 
     async def scenario(r: Repo) -> tuple[list[EnsureResult], int]:
-        ticks = 0
-        done = asyncio.Event()
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while not done.is_set():
-                ticks += 1
-                await asyncio.sleep(0.05)
-
-        task = asyncio.create_task(ticker())
-        results = await asyncio.gather(*(r.aensure("slow-pkg==1.0") for _ in range(6)))
-        done.set()
-        await task
-        return list(results), ticks
+        return await while_ticking(asyncio.gather(*(r.aensure("slow-pkg==1.0") for _ in range(6))))
 
     with make_repo(repo, index) as r:
         results, ticks = asyncio.run(scenario(r))
