@@ -113,7 +113,24 @@ NoIndexOpt = Annotated[bool, typer.Option("--no-index", help="Passed to pip.")]
 ConstraintOpt = Annotated[
     list[str] | None, typer.Option("--constraint", "-c", metavar="FILE", help="Passed to pip.", show_default=False)
 ]
-
+InstallerOpt = Annotated[
+    str,
+    typer.Option(
+        "--installer",
+        envvar="REPOINSTALL_INSTALLER",
+        metavar="pip|uv",
+        help="Which installer fills a tree: pip, or uv (pip install 'repoinstall[uv]').",
+    ),
+]
+CacheDirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cache-dir",
+        envvar="REPOINSTALL_CACHE_DIR",
+        metavar="DIR",
+        help="The installers' download cache, shared by this host's installs (default: pip's and uv's own).",
+    ),
+]
 
 JobsOpt = Annotated[
     int, typer.Option("--jobs", "-j", envvar="REPOINSTALL_JOBS", help="Install this many different trees at once.")
@@ -145,8 +162,16 @@ def _install_options(
     no_index: bool,
     constraint: list[str] | None,
     install_timeout: float,
+    installer: str,
+    cache_dir: str | None,
 ) -> "InstallOptions":
+    from ._installer import NAMES
     from ._options import InstallOptions
+
+    if installer not in NAMES:
+        _fail(f"--installer must be one of {', '.join(NAMES)}, got {installer!r}", 2)
+    if cache_dir is not None and os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+        _fail(f"--cache-dir {cache_dir}: not a directory", 2)
 
     for path in constraint or []:
         if not os.path.isfile(path):
@@ -160,6 +185,8 @@ def _install_options(
         no_index,
         tuple(constraint or ()),
         install_timeout,
+        installer=installer,
+        cache_dir=cache_dir,
     )
 
 
@@ -172,6 +199,8 @@ def _repo_settings(params: dict[str, Any]) -> dict[str, Any]:
         params["no_index"],
         params["constraint"],
         params["install_timeout"],
+        params["installer"],
+        params["cache_dir"],
     )
     return {
         "lock": not params["no_lock"],
@@ -229,6 +258,8 @@ def ensure(
     heartbeat: HeartbeatOpt = HEARTBEAT,
     wait_timeout: WaitOpt = WAIT_TIMEOUT,
     install_timeout: InstallTimeoutOpt = INSTALL_TIMEOUT,
+    installer: InstallerOpt = "pip",
+    cache_dir: CacheDirOpt = None,
     index_url: IndexUrlOpt = None,
     extra_index_url: ExtraIndexOpt = None,
     find_links: FindLinksOpt = None,
@@ -294,6 +325,8 @@ def run(
     heartbeat: HeartbeatOpt = HEARTBEAT,
     wait_timeout: WaitOpt = WAIT_TIMEOUT,
     install_timeout: InstallTimeoutOpt = INSTALL_TIMEOUT,
+    installer: InstallerOpt = "pip",
+    cache_dir: CacheDirOpt = None,
     index_url: IndexUrlOpt = None,
     extra_index_url: ExtraIndexOpt = None,
     find_links: FindLinksOpt = None,
@@ -344,6 +377,8 @@ def verify(
     heartbeat: HeartbeatOpt = HEARTBEAT,
     wait_timeout: WaitOpt = WAIT_TIMEOUT,
     install_timeout: InstallTimeoutOpt = INSTALL_TIMEOUT,
+    installer: InstallerOpt = "pip",
+    cache_dir: CacheDirOpt = None,
     index_url: IndexUrlOpt = None,
     extra_index_url: ExtraIndexOpt = None,
     find_links: FindLinksOpt = None,
@@ -356,7 +391,9 @@ def verify(
 
     if specs and all_trees:
         _fail("give SPEC arguments or --all, not both", 2)
-    options = _install_options(index_url, extra_index_url, find_links, no_index, constraint, install_timeout)
+    options = _install_options(
+        index_url, extra_index_url, find_links, no_index, constraint, install_timeout, installer, cache_dir
+    )
     repaired: list[dict[str, str]] = []
     failed: list[str] = []
     try:
@@ -540,8 +577,8 @@ def _terminated(signum: int, frame: object) -> None:
     # Kubernetes stops a pod with SIGTERM: unwind like Ctrl-C, so pip is killed, the staging dir removed and
     # the lock released at once, instead of peers waiting out the stale threshold. Installers that worker
     # threads (--jobs) run are killed too, so their ensures fail and clean up just as fast.
-    if "repoinstall._pip" in sys.modules:
-        sys.modules["repoinstall._pip"].stop_all()
+    if "repoinstall._installer" in sys.modules:
+        sys.modules["repoinstall._installer"].stop_all()
     raise SystemExit(128 + signum)
 
 

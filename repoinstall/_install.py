@@ -78,7 +78,7 @@ def set_aside(layout: Layout, tid: TreeId) -> None:
 def stage_and_publish(
     layout: Layout, options: InstallOptions | None, requested: Requested, tid: TreeId, lock: TreeLock
 ) -> Action:
-    from . import _pip
+    from . import _installer
     from ._dists import check_tree, scan
     from ._options import InstallOptions
     from ._publish import publish
@@ -86,16 +86,18 @@ def stage_and_publish(
     options = options or InstallOptions()
     staging = new_staging(layout, tid)
     try:
-        # pip creates the target itself: it never installs into a non-empty or final directory.
+        # The installer creates the target itself: it never installs into a non-empty or final directory.
         target = os.path.join(staging, "tree")
-        _pip.run(_pip.command(options, target, requested, tid.pin, staging), options.timeout, str(tid))
+        built = _installer.install(options, target, requested, tid.pin, staging, str(tid))
         dists = scan(target)
         own = [d for d in dists if tid.is_named(d.name, d.version)]
         if not own:
-            raise InstallError(f"{tid}: pip finished but the staged tree has no {tid.name} {tid.version} dist-info")
+            raise InstallError(
+                f"{tid}: {built.installer} finished but the staged tree has no {tid.name} {tid.version} dist-info"
+            )
         if problems := check_tree(target, dists):
             raise InstallError(f"{tid}: staged tree does not match its RECORDs: {problems.summary()}")
-        record = _manifest.Record.new(tid, requested.text, own[0].dist_info, dists, "pip", _pip.installer_version())
+        record = _manifest.Record.new(tid, requested.text, own[0].dist_info, dists, *built)
         final = layout.tree_path(tid)
         os.close(_fs.make_dirs(layout.writable_fd(), layout.tree_dir(tid), layout.root))
         # The rename is the commit point; the lock only saves duplicate work. After a lost lease, a peer

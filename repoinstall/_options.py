@@ -13,6 +13,8 @@ WAIT_TIMEOUT = 1800.0
 INSTALL_TIMEOUT = 900.0
 #: Seconds an index answer cached on the volume stays fresh: absorbs a fleet's start, still sees new releases soon.
 INDEX_TTL = 60.0
+#: The installers a tree can be built with; the first is the default.
+INSTALLERS = ("pip", "uv")
 #: gc leaves debris younger than this: longer than an install may take, so it never races a live installer.
 GC_OLDER_THAN = 3600.0
 
@@ -50,6 +52,10 @@ class InstallOptions(NamedTuple):
     constraints: tuple[str, ...] = ()
     timeout: float = INSTALL_TIMEOUT
     python: str = sys.executable
+    #: "pip" or "uv": which installer fills the staging dir (the tree records which one did).
+    installer: str = INSTALLERS[0]
+    #: The installers' download and wheel cache (``<dir>/pip``, ``<dir>/uv``); ``None``: each one's default.
+    cache_dir: str | None = None
 
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}

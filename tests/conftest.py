@@ -9,8 +9,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import helpers
 from indexserver import IndexServer
 from wheels import make_broken_wheel, make_wheel
+
+from repoinstall._options import INSTALLERS
 
 
 @pytest.fixture(autouse=True)
@@ -18,13 +21,21 @@ def _isolated_pip(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """In-process API calls read pip's configuration too: give them none of this machine's."""
     from repoinstall._pipconfig import pip_settings
 
-    for key in [k for k in os.environ if k.startswith(("PIP_", "REPOINSTALL_"))]:
+    for key in [k for k in os.environ if k.startswith(("PIP_", "UV_", "REPOINSTALL_"))]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("NETRC", os.devnull)
     pip_settings.cache_clear()
     yield
     pip_settings.cache_clear()
+
+
+@pytest.fixture(params=INSTALLERS)
+def installer(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test once per installer backend: the CLI processes it starts get ``REPOINSTALL_INSTALLER``."""
+    helpers.INSTALLER = request.param
+    yield request.param
+    helpers.INSTALLER = None
 
 
 @pytest.fixture(scope="session")

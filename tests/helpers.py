@@ -15,14 +15,20 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+#: The installer the ``installer`` fixture chose for this test (``None``: repoinstall's default).
+INSTALLER: str | None = None
+
 
 def isolated_env(**extra: str) -> dict[str, str]:
-    """The environment minus every PIP_* setting, with pip's config files switched off (and no pip cache, so
-    the test server sees every download)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "REPOINSTALL_"))}
+    """The environment minus every PIP_* and UV_* setting, with pip's config files switched off (and no pip or
+    uv cache, so the test server sees every download)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "REPOINSTALL_"))}
+    if INSTALLER is not None:
+        env["REPOINSTALL_INSTALLER"] = INSTALLER
     env.update(
         PIP_CONFIG_FILE=os.devnull,
         PIP_NO_CACHE_DIR="1",
+        UV_NO_CACHE="1",
         PIP_DISABLE_PIP_VERSION_CHECK="1",
         PYTHONUNBUFFERED="1",
         NETRC=os.devnull,

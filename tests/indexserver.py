@@ -8,6 +8,7 @@ how tests count installer runs. Project pages can be made to fail (``page_faults
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import threading
@@ -15,6 +16,21 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+_IMMUTABLE = "max-age=31536000, immutable"
+
+
+def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """The one range of ``bytes=a-b``, ``bytes=a-`` or ``bytes=-n`` within ``size``, else ``None`` (whole file)."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    start, _, end = header.removeprefix("bytes=").partition("-")
+    try:
+        if not start:
+            return max(0, size - int(end)), size - 1
+        return int(start), min(int(end), size - 1) if end else size - 1
+    except ValueError:
+        return None
 
 
 class IndexServer:
@@ -58,14 +74,39 @@ class IndexServer:
                 if "/" in name or not path.is_file():
                     self._send(404, b"not found\n", "text/plain")
                     return
+                body = path.read_bytes()
+                # Like a real file host: immutable files with an ETag, so installers' HTTP caches keep them.
+                etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+                if self.headers.get("If-None-Match") == etag:
+                    self._send(304, b"", "application/octet-stream", ETag=etag)
+                    return
+                if (wanted := _byte_range(self.headers.get("Range"), len(body))) is not None:
+                    # A part (uv reads a wheel's METADATA this way before it downloads it): not a download.
+                    first, last = wanted
+                    extra = {"Content-Range": f"bytes {first}-{last}/{len(body)}", "ETag": etag}
+                    self._send(206, body[first : last + 1], "application/octet-stream", **extra)
+                    return
                 with server._lock:
                     server.started[name] += 1
                 for prefix, delay in server.delays.items():
                     if name.startswith(prefix):
                         time.sleep(delay)
-                self._send(200, path.read_bytes(), "application/octet-stream")
+                self._send(200, body, "application/octet-stream", ETag=etag, **{"Cache-Control": _IMMUTABLE})
                 with server._lock:
                     server.completed[name] += 1
+
+            def do_HEAD(self) -> None:
+                # uv asks first whether a wheel can be read in ranges. Not counted as a download.
+                path = server.directory / self.path.strip("/").split("?")[0]
+                if "/" in path.relative_to(server.directory).as_posix() or not path.is_file():
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                else:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/octet-stream")
+                    self.send_header("Content-Length", str(path.stat().st_size))
+                    self.send_header("Accept-Ranges", "bytes")
+                self.end_headers()
 
             def _project(self, project: str) -> None:
                 with server._lock:
@@ -111,11 +152,13 @@ class IndexServer:
                 )
                 self._send(200, f"<html><body>\n{links}</body></html>\n".encode(), "text/html")
 
-            def _send(self, code: int, body: bytes, kind: str) -> None:
+            def _send(self, code: int, body: bytes, kind: str, **headers: str) -> None:
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", kind)
                     self.send_header("Content-Length", str(len(body)))
+                    for header, value in headers.items():
+                        self.send_header(header, value)
                     self.end_headers()
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):

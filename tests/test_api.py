@@ -40,7 +40,7 @@ def test_typed_exceptions_share_one_base(tmp_path: Path) -> None:
         Repo(tmp_path / "repo", stale_after=1, heartbeat=2)
 
 
-def test_pip_configuration_is_honoured(repo: Path, index: IndexServer, tmp_path: Path) -> None:
+def test_pip_configuration_is_honoured(repo: Path, index: IndexServer, tmp_path: Path, installer: str) -> None:
     # No index options on the command line: pip finds the wheels through its own PIP_* settings.
     env = isolated_env(PIP_FIND_LINKS=index.url, PIP_NO_INDEX="1")
     done = run("ensure", "adaptor-a==1.0", "--repo", repo, "--json", env=env)
@@ -52,7 +52,9 @@ def test_pip_configuration_is_honoured(repo: Path, index: IndexServer, tmp_path:
     assert via_file.returncode == 0, via_file.stderr
 
 
-def test_constraints_are_passed_to_pip(repo: Path, index: IndexServer, tmp_path: Path) -> None:
+def test_constraints_are_passed_to_the_installer(
+    repo: Path, index: IndexServer, tmp_path: Path, installer: str
+) -> None:
     constraints = tmp_path / "constraints.txt"
     constraints.write_text("dep-c==9.9\n")
     done = run(*ensure_args(repo, index.url, "adaptor-b==1.0", "-c", str(constraints)))

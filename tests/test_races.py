@@ -26,7 +26,7 @@ from indexserver import IndexServer
 from repoinstall import EnsureResult, InstallOptions, Repo
 
 
-def test_eight_processes_one_package_one_pip_run(repo: Path, index: IndexServer) -> None:
+def test_eight_processes_one_package_one_installer_run(repo: Path, index: IndexServer, installer: str) -> None:
     index.delays["adaptor_a-1.0"] = 1.0  # keep the first install running while the others arrive
     pods = [start(*ensure_args(repo, index.url, "adaptor-a==1.0")) for _ in range(8)]
     outcomes = [finish(pod) for pod in pods]
@@ -49,7 +49,9 @@ def test_two_packages_from_two_processes_both_survive(repo: Path, index: IndexSe
     assert index.downloads("adaptor_a") == 1 and index.downloads("adaptor_b") == 1
 
 
-def test_sigkilled_holder_is_taken_over_after_the_stale_threshold(repo: Path, index: IndexServer) -> None:
+def test_sigkilled_holder_is_taken_over_after_the_stale_threshold(
+    repo: Path, index: IndexServer, installer: str
+) -> None:
     index.delays["slow_pkg"] = 3.0
     holder = start(*ensure_args(repo, index.url, "slow-pkg==1.0"))
     index.wait_for_download("slow_pkg")  # the holder's pip is mid-download
@@ -162,7 +164,7 @@ def test_sigterm_releases_the_lock_and_cleans_up_at_once(repo: Path, index: Inde
     assert staging == [], staging
 
 
-def test_sigterm_stops_every_install_of_a_parallel_run(repo: Path, index: IndexServer) -> None:
+def test_sigterm_stops_every_install_of_a_parallel_run(repo: Path, index: IndexServer, installer: str) -> None:
     index.delays["slow_pkg"] = 20.0
     index.delays["adaptor_d"] = 20.0
     slow_lock = ["--stale-after", "600", "--heartbeat", "1"]  # a lock left held would outlast the waiter

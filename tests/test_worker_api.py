@@ -198,7 +198,9 @@ def test_run_puts_trees_first_and_exits_with_the_commands_code(repo: Path, index
 # ---- bytecode ---------------------------------------------------------------------------------------------
 
 
-def test_trees_are_compiled_so_importing_writes_nothing(repo: Path, index: IndexServer, tmp_path: Path) -> None:
+def test_trees_are_compiled_so_importing_writes_nothing(
+    repo: Path, index: IndexServer, tmp_path: Path, installer: str
+) -> None:
     # Even when pip is configured not to compile, the tree gets bytecode for this interpreter at install time.
     config = tmp_path / "pip.conf"
     config.write_text("[install]\ncompile = false\n")

@@ -1,0 +1,120 @@
+"""The installer interface: one backend (pip or uv) fills a private staging dir; this module runs it.
+
+Both backends install the same thing the same way: ``<name>==<version>`` and its dependencies into an empty
+``--target`` dir for the target interpreter, from the indexes, find-links and constraints pip's configuration
+and the options name, with hashes required when the spec has them, bytecode compiled, and a tree whose every
+file is listed in some RECORD. What they differ in stays inside their module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import threading
+from typing import NamedTuple, Protocol
+
+from ._errors import InstallError
+from ._options import INSTALLERS, InstallOptions
+from ._requirements import Requested
+
+#: The backends ``--installer`` and ``REPOINSTALL_INSTALLER`` accept; pip is the default.
+NAMES = INSTALLERS
+_TAIL_LINES = 12
+
+
+class Backend(Protocol):
+    name: str
+
+    def version(self, options: InstallOptions) -> str: ...
+
+    def command(
+        self, options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str
+    ) -> list[str]: ...
+
+    def environment(self, options: InstallOptions) -> dict[str, str]: ...
+
+    def settle(self, target: str) -> None: ...
+
+
+class Built(NamedTuple):
+    """Who built a staged tree, for its record."""
+
+    installer: str
+    version: str
+
+
+def backend(name: str) -> Backend:
+    if name == "uv":
+        from ._uv import UV
+
+        return UV
+    from ._pip import PIP
+
+    return PIP
+
+
+def install(options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str, what: str) -> Built:
+    """Install ``pin`` into the empty ``target``; :class:`InstallError` with the installer's last lines if it fails."""
+    chosen = backend(options.installer)
+    command = chosen.command(options, target, requested, pin, scratch)
+    run(command, chosen.environment(options), options.timeout, what, chosen.name)
+    chosen.settle(target)
+    return Built(chosen.name, chosen.version(options))
+
+
+def hashed_requirements(scratch: str, requested: Requested, pin: str) -> str:
+    """A requirements file holding the pin and its hashes: hashes only travel in one, for pip and uv alike.
+
+    Written from the validated pin, nothing user-shaped."""
+    path = os.path.join(scratch, "requirements.txt")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(pin + "".join(f" --hash={h}" for h in requested.hashes) + "\n")
+    return path
+
+
+#: Installers running now, so a SIGTERM can stop all of them at once (worker threads included).
+_running: set[subprocess.Popen[bytes]] = set()
+_running_guard = threading.Lock()
+
+
+def stop_all() -> None:
+    """Kill every running installer: their ensures then fail, remove their staging dirs and release locks."""
+    with _running_guard:
+        for proc in _running:
+            with contextlib.suppress(OSError):
+                proc.kill()
+
+
+def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installer: str) -> None:
+    """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure."""
+    try:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+        )
+    except OSError as error:
+        raise InstallError(f"{what}: cannot run {cmd[0]}: {error.strerror}") from None
+    with _running_guard:
+        _running.add(proc)
+    try:
+        with proc:
+            try:
+                output_bytes, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise InstallError(
+                    f"{what}: {installer} did not finish within {timeout:g}s (see --install-timeout)"
+                ) from None
+            except BaseException:
+                proc.kill()  # interrupted (SIGTERM, Ctrl-C): the installer must not outlive us writing into staging
+                raise
+    finally:
+        with _running_guard:
+            _running.discard(proc)
+    if proc.returncode != 0:
+        output = output_bytes.decode("utf-8", "replace")
+        lines = [line for line in output.splitlines() if line.strip()]
+        tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
+        reason = "the repo's filesystem is full" if "No space left on device" in output else f"{installer} failed"
+        raise InstallError(f"{what}: {reason} (exit {proc.returncode}):\n{tail}")
