@@ -14,12 +14,13 @@ RUN python -m pip install --no-cache-dir --disable-pip-version-check hatchling \
 FROM ${PYTHON_IMAGE}
 COPY --from=build /wheels /wheels
 COPY docker/install.sh /tmp/install.sh
-# Only the wheel and its runtime dependencies: no compilers, no build backend, no pip cache.
+# Only the wheel, its runtime dependencies and uv: no compilers, no build backend, no pip cache.
 RUN sh /tmp/install.sh /wheels \
  && rm -rf /wheels /tmp/install.sh \
  && useradd --uid 10001 --gid 0 --home-dir /home/repoinstall --create-home --shell /usr/sbin/nologin repoinstall
 # A read-only root filesystem works: HOME and the caches point at /tmp, which the chart mounts as an emptyDir.
-ENV HOME=/tmp XDG_CACHE_HOME=/tmp/.cache PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1
+# pip's and uv's download caches live there, shared by the pod's installs (never linked into trees).
+ENV HOME=/tmp XDG_CACHE_HOME=/tmp/.cache PYTHONUNBUFFERED=1
 USER 10001:0
 WORKDIR /tmp
 ENTRYPOINT ["repoinstall"]

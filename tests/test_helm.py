@@ -34,7 +34,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "refresh": True,
         },
         "lock": {"staleAfter": 300, "heartbeat": 30, "waitTimeout": 600, "disabled": False},
-        "install": {"timeout": 1200, "jobs": 2},
+        "install": {"timeout": 1200, "jobs": 2, "installer": "uv"},
         "prewarm": {"enabled": True, "backoffLimit": 5, "activeDeadlineSeconds": 900, "ttlSecondsAfterFinished": 60},
         "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy.example:3128"}],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
@@ -97,6 +97,7 @@ def test_init_container_command_mounts_and_security() -> None:
     assert env["REPOINSTALL_STALE_AFTER"]["value"] == "300" and env["REPOINSTALL_HEARTBEAT"]["value"] == "30"
     assert env["REPOINSTALL_NO_LOCK"]["value"] == "0" and env["REPOINSTALL_REFRESH"]["value"] == "1"
     assert env["NETRC"]["value"] == "/etc/repoinstall/netrc/netrc"
+    assert env["REPOINSTALL_INSTALLER"]["value"] == "uv"
     assert init["securityContext"]["readOnlyRootFilesystem"] is True
     assert worker["securityContext"]["runAsNonRoot"] is True and worker["securityContext"]["fsGroup"] == 10001
     assert worker["nodeSelector"] == {"kubernetes.io/arch": "amd64"} and worker["tolerations"][0]["key"] == "dedicated"
@@ -155,6 +156,7 @@ def test_credentials_come_from_a_secret_and_never_from_a_configmap() -> None:
         {"lock": {"staleAfter": -1}},
         {"lock": {"heartbeat": 0}},
         {"install": {"jobs": 0}},
+        {"install": {"installer": "conda"}},
         {"persistence": {"accessModes": ["ReadWriteSometimes"]}},
         {"persistence": {"size": "ten gigs"}},
         {"repo": {"mountPath": "relative/path"}},

@@ -4,6 +4,7 @@ the image's non-root user with the image's environment."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -102,3 +103,14 @@ def test_install_steps_in_a_fresh_venv_and_the_entry_point_as_non_root(tmp_path:
     tree = next((repo / "trees").glob("*/adaptor-img/1"))
     assert tree.stat().st_uid == 10001
     assert (tree / "adaptor_img" / "__init__.py").is_file()
+    # The uv extra is installed: the image's user can build trees with it, its cache in the scratch dir.
+    make_wheel(packages, "adaptor-img", "2.0")
+    with_uv = subprocess.run(
+        [*as_image_user, entry, "ensure", "adaptor-img==2.0", "--repo", repo, "--no-index", "--find-links", packages,
+         "--installer", "uv"],
+        env={k: v for k, v in user_env.items() if k not in ("UV_NO_CACHE", "PIP_NO_CACHE_DIR")},
+        capture_output=True, text=True, timeout=180, cwd=scratch, check=False,
+    )  # fmt: skip
+    assert with_uv.returncode == 0, with_uv.stderr
+    assert json.loads(next((repo / "records").rglob("2.json")).read_text())["installer"] == "uv"
+    assert (scratch / ".cache" / "uv").is_dir()

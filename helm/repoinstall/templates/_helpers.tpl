@@ -80,6 +80,8 @@ here: they come from a Secret through the environment (PIP_INDEX_URL, NETRC).
   value: {{ .Values.install.timeout | quote }}
 - name: REPOINSTALL_JOBS
   value: {{ .Values.install.jobs | quote }}
+- name: REPOINSTALL_INSTALLER
+  value: {{ .Values.install.installer | quote }}
 - name: REPOINSTALL_INDEX_TTL
   value: {{ .Values.index.cacheTtl | quote }}
 - name: REPOINSTALL_REFRESH
