@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import threading
 import time
@@ -25,11 +26,27 @@ from ._layout import LOCK_SUFFIX, OWNER_SUFFIX
 from ._options import LockSettings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from filelock import SoftReadWriteLock
+
     from ._identity import TreeId
     from ._layout import Layout
 
 #: How long one acquire attempt blocks before we look at who holds the lock and at our own deadline.
 _SLICE = 1.0
+#: With a ``ready`` check (is the tree there?) a waiter looks at the tree, a few opens, every _LOOK seconds, and
+#: tries the lock, a few writes on the volume, only now and then: see FileTreeLock._wait_and_take.
+_LOOK = 0.1
+#: The shortest gap between two attempts on the lock while no holder's note is seen.
+_RETRY = 0.25
+
+class PeerFinished(Exception):
+    """Raised by ``__enter__`` when the ``ready`` check came true while we waited: a peer did the work."""
+
+
+class _Unreadable(Exception):
+    """filelock could not read the lock's state (its error is the cause)."""
 
 
 class TreeLock(Protocol):
@@ -62,11 +79,17 @@ class FileTreeLock:
     """
 
     def __init__(
-        self, directory_fd: int, directory: str, leaf: str, settings: LockSettings, *, announce: bool = True
+        self,
+        directory_fd: int,
+        directory: str,
+        leaf: str,
+        settings: LockSettings,
+        *,
+        announce: bool = True,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
-        from filelock import SoftReadWriteLock
-
         self.waited = False
+        self._ready = ready
         self.lost = threading.Event()
         self._dir_fd = directory_fd
         self._leaf = leaf
@@ -74,14 +97,23 @@ class FileTreeLock:
         self._settings = settings
         self._announce = announce
         self.path = os.path.join(directory, leaf + ".lock")
-        self._lock = SoftReadWriteLock(
-            self.path,
-            heartbeat_interval=settings.heartbeat,
-            stale_threshold=settings.stale_after,
-            poll_interval=min(0.25, settings.heartbeat / 2),
-            is_singleton=False,
-            on_compromise=self._on_compromise,
-        )
+        self._soft: SoftReadWriteLock | None = None
+
+    @property
+    def _lock(self) -> SoftReadWriteLock:
+        """filelock's lock, made at the first attempt: a waiter whose peer finishes first never loads filelock."""
+        if self._soft is None:
+            from filelock import SoftReadWriteLock
+
+            self._soft = SoftReadWriteLock(
+                self.path,
+                heartbeat_interval=self._settings.heartbeat,
+                stale_threshold=self._settings.stale_after,
+                poll_interval=min(0.25, self._settings.heartbeat / 2),
+                is_singleton=False,
+                on_compromise=self._on_compromise,
+            )
+        return self._soft
 
     def _on_compromise(self, compromise: Any) -> None:
         # Runs on the heartbeat thread. From here on a peer may hold the lock: never publish over anything.
@@ -99,44 +131,84 @@ class FileTreeLock:
         return self
 
     def _acquire(self) -> None:
-        from filelock import SoftFileLockProtocolError, Timeout
-
         try:
-            self._wait_and_take(Timeout)
+            self._wait_and_take()
         except PermissionError:
             if (owner := foreign_owner(self._dir_fd, self._leaf)) is not None:
                 raise ForeignLock(owner) from None
             raise
-        except SoftFileLockProtocolError as error:
+        except _Unreadable as error:
             if (owner := foreign_owner(self._dir_fd, self._leaf)) is not None:
                 raise ForeignLock(owner) from None
             raise InstallError(
-                f"lock {self.path} is unreadable ({error}); if no installer is running, remove {self.path}.rw"
+                f"lock {self.path} is unreadable ({error.__cause__}); if no installer is running, remove "
+                f"{self.path}.rw"
             ) from None
 
-    def _wait_and_take(self, timeout_error: type[Exception]) -> None:
+    def _attempt(self, timeout: float | None) -> bool:
+        """One acquire: blocking up to ``timeout`` seconds, or not at all (``None``). Whether we hold it."""
+        from filelock import SoftFileLockProtocolError, Timeout
+
+        try:
+            if timeout is None:
+                self._lock.acquire_write(blocking=False)
+            else:
+                self._lock.acquire_write(timeout=timeout)
+        except Timeout:
+            return False
+        except SoftFileLockProtocolError as error:
+            raise _Unreadable from error
+        return True
+
+    def _wait_and_take(self) -> None:
+        """Take the lock, waiting up to the wait timeout; with ``ready``, end early when the tree is there.
+
+        Without ``ready``, filelock's own blocking acquire polls the lock. With it, an attempt on the lock is made
+        at once unless a holder's note is there. While it is, the waiter only looks at the tree and at the note,
+        and tries the lock after half a heartbeat and then every quarter heartbeat (to see a dead holder's record
+        go stale), or at once when the note goes (the holder released without publishing). So a dead holder is
+        taken over within the stale threshold plus one heartbeat of its death, a finished peer's tree ends the
+        wait within _LOOK, and waiters neither load the lock's log every poll nor queue for the lock after the
+        publish. The lock only saves duplicate work: the rename is the commit point.
+        """
         started = time.monotonic()
         deadline = started + self._settings.wait_timeout
+        quarter = self._settings.heartbeat / 4
+        next_try = started + 2 * quarter if self._ready is not None and self._note_seen() else started
+        last_try = -math.inf
         logged = False
         while True:
-            remaining = deadline - time.monotonic()
-            try:
-                self._lock.acquire_write(timeout=max(0.0, min(_SLICE, remaining)))
-                break
-            except timeout_error:
-                self.waited = True
-                if not logged and self._announce:
-                    _log.logger().info("waiting for %s: %s", self.path, self.holder())
-                    logged = True
-                if time.monotonic() >= deadline:
-                    raise LockTimeout(
-                        f"gave up after {self._settings.wait_timeout:g}s waiting for {self.path}: {self.holder()}"
-                    ) from None
+            now = time.monotonic()
+            if self._ready is None or now >= next_try or (now - last_try >= _RETRY and not self._note_seen()):
+                if self._attempt(max(0.0, min(_SLICE, deadline - now)) if self._ready is None else None):
+                    break
+                last_try = time.monotonic()
+                next_try = last_try + quarter
+            self.waited = True
+            if not logged and self._announce:
+                _log.logger().info("waiting for %s: %s", self.path, self.holder())
+                logged = True
+            if time.monotonic() >= deadline:
+                raise LockTimeout(
+                    f"gave up after {self._settings.wait_timeout:g}s waiting for {self.path}: {self.holder()}"
+                ) from None
+            if self._ready is not None:
+                time.sleep(max(0.0, min(_LOOK, deadline - time.monotonic())))
+                if self._ready():
+                    raise PeerFinished
         try:
             note = {"host": os.uname().nodename, "pid": os.getpid(), "since": time.time()}
             _fs.write_atomic(self._dir_fd, self._owner_name, json.dumps(note).encode())
         except OSError:
             pass  # the note is only for humans; the lock itself is held
+
+    def _note_seen(self) -> bool:
+        """Whether a holder's owner note is there (a holder writes it once it has the lock, removes it on release)."""
+        try:
+            os.stat(self._owner_name, dir_fd=self._dir_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        return True
 
     def try_take(self) -> bool | None:
         """One attempt that never waits: ``True`` if taken, ``False`` if a peer holds it, ``None`` if this
@@ -175,7 +247,8 @@ class FileTreeLock:
         self._close()
 
     def _close(self) -> None:
-        self._lock.close()
+        if self._soft is not None:
+            self._soft.close()
         if self._dir_fd >= 0:
             os.close(self._dir_fd)
             self._dir_fd = -1
@@ -242,17 +315,30 @@ _links_work: dict[str, bool] = {}
 
 
 def open_tree_lock(
-    layout: Layout, tid: TreeId, settings: LockSettings, *, announce: bool = True
+    layout: Layout,
+    tid: TreeId,
+    settings: LockSettings,
+    *,
+    announce: bool = True,
+    ready: Callable[[], bool] | None = None,
 ) -> FileTreeLock | Unusable:
     """The tree's lock, or why none can be had here: waiting for it would then fail or hang forever.
 
+    With ``ready``, a wait ends with :class:`PeerFinished` as soon as ``ready()`` is true (the tree is there).
     Going on without a lock stays correct, because the rename is the commit point; it only risks duplicate work.
     """
-    return open_lock(layout, layout.lock_dir(tid), tid.leaf, settings, str(tid), announce=announce)
+    return open_lock(layout, layout.lock_dir(tid), tid.leaf, settings, str(tid), announce=announce, ready=ready)
 
 
 def open_lock(
-    layout: Layout, parts: tuple[str, ...], leaf: str, settings: LockSettings, what: str, *, announce: bool = True
+    layout: Layout,
+    parts: tuple[str, ...],
+    leaf: str,
+    settings: LockSettings,
+    what: str,
+    *,
+    announce: bool = True,
+    ready: Callable[[], bool] | None = None,
 ) -> FileTreeLock | Unusable:
     """The lock named ``leaf`` in the repo directory ``parts`` (for ``what``), or why none can be had here."""
     directory = _fs.make_dirs(layout.writable_fd(), parts, layout.root)
@@ -268,4 +354,4 @@ def open_lock(
             f"hard links on {layout.root} do not keep file identity (sshfs does this), so install locks cannot "
             "work here: going on without them (safe, may duplicate work). `repoinstall doctor` tells more.",
         )
-    return FileTreeLock(directory, layout.path(*parts), leaf, settings, announce=announce)
+    return FileTreeLock(directory, layout.path(*parts), leaf, settings, announce=announce, ready=ready)

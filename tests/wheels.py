@@ -24,8 +24,10 @@ def make_wheel(
     incompressible: bool = False,
     requires_python: str | None = None,
     tag: str = "py3-none-any",
+    modules: int = 0,
 ) -> Path:
-    """Write ``{name}-{version}-{tag}.whl`` with module ``{name}`` (dashes as underscores)."""
+    """Write ``{name}-{version}-{tag}.whl`` with module ``{name}`` (dashes as underscores) and, for benchmarks,
+    ``modules`` more submodules of about 3 KB of real code each (something to unpack and compile)."""
     module = name.replace("-", "_")
     dist_info = f"{module}-{version}.dist-info"
     metadata = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
@@ -42,6 +44,14 @@ def make_wheel(
         f"{dist_info}/METADATA": ("\n".join(metadata) + "\n\n").encode(),
         f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
     }
+    for index in range(modules):
+        functions = "".join(
+            f"\n\ndef step_{index}_{n}(values, scale={n}):\n"
+            f"    total = 0\n    for value in values:\n        total += (value * scale) % {n + 7}\n"
+            f"    return {{'module': {index}, 'step': {n}, 'total': total}}\n"
+            for n in range(20)
+        )
+        files[f"{module}/part_{index:03d}.py"] = f'"""Part {index} of {name}."""{functions}'.encode()
     if payload:
         # Seeded, so the wheel (and its hash) is the same in every run.
         data = random.Random(name).randbytes(payload) if incompressible else bytes(range(256)) * (payload // 256 + 1)

@@ -1,0 +1,133 @@
+"""Cold start of a fleet: N pods ensure the same 5 packages from a local index at once, beside a naive baseline.
+
+    python bench/fleet.py [--quick] [--installer pip|uv]
+
+For N = 1, 4, 8: wall seconds until the last pod is done, installer runs (trees installed, summed over the
+pods) and broken results, for repoinstall (every pod: ``repoinstall ensure`` of the 5 into one repo) and for
+the baseline (every pod: ``pip install --target`` of the 5 into one shared directory, which is what a fleet
+does without repoinstall). A baseline result is broken when a pod failed or the shared directory is not
+exactly the 15 dists, each whole, all importable. Each pod starts with its own empty download cache.
+Targets: installer runs = 5 for every N; wall time for N = 8 within 1.2x of N = 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+from common import (
+    SPECS,
+    check_target,
+    ensure_command,
+    machine,
+    pod_env,
+    run_together,
+    start_index,
+)
+from common import build as build_wheels
+
+from repoinstall import Repo
+
+
+class Fleet(NamedTuple):
+    seconds: float
+    cpu: float
+    runs: int
+    broken: int
+
+
+def repoinstall_fleet(index: str, work: Path, pods: int, installer: str) -> Fleet:
+    """``pods`` pods ensuring the 5 into one new repo: installer runs are trees installed, summed over pods."""
+    repo = work / "repo"
+    commands = [ensure_command(repo, index, *SPECS, installer=installer) for _ in range(pods)]
+    ran = run_together(commands, [pod_env(work / f"cache-{n}") for n in range(pods)])
+    runs = 0
+    failed = 0
+    for code, out, err in zip(ran.codes, ran.outputs, ran.errors, strict=True):
+        if code != 0:
+            failed += 1
+            print(f"  a pod failed ({code}): {err.strip().splitlines()[-1:]}", file=sys.stderr)
+            continue
+        runs += sum(p["action"] == "installed" for p in json.loads(out)["packages"])
+    with Repo(repo) as opened:
+        reports = opened.verify()
+    broken = failed + sum(not r.ok for r in reports) + (len(reports) != len(SPECS))
+    return Fleet(ran.seconds, ran.cpu, runs, broken)
+
+
+def baseline_fleet(index: str, work: Path, pods: int) -> Fleet:
+    """``pods`` pods each running ``pip install --target`` of the 5 into one shared directory."""
+    target = work / "shared-target"
+    command = [
+        sys.executable, "-m", "pip", "install", "--target", str(target), "--index-url", index,
+        "--no-input", "--disable-pip-version-check", "--no-warn-script-location", "--compile", *SPECS,
+    ]  # fmt: skip
+    envs = [pod_env(work / f"cache-{n}") for n in range(pods)]
+    ran = run_together([command] * pods, envs)
+    failed = sum(code != 0 for code in ran.codes)
+    found = check_target(target, envs[0])
+    if found.broken:
+        print(f"  baseline N={pods}: shared directory {found}", file=sys.stderr)
+    return Fleet(ran.seconds, ran.cpu, pods, failed + found.broken)
+
+
+def median(fleets: list[Fleet]) -> Fleet:
+    return Fleet(
+        statistics.median(f.seconds for f in fleets),
+        statistics.median(f.cpu for f in fleets),
+        max(f.runs for f in fleets),
+        sum(f.broken for f in fleets),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one round, N = 1 and 4 (for CI)")
+    parser.add_argument("--installer", choices=["pip", "uv"], default="pip")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per N (the median is shown)")
+    args = parser.parse_args()
+    sizes = (1, 4) if args.quick else (1, 4, 8)
+    rounds = 1 if args.quick else args.rounds
+    print(f"{machine()}; installer {args.installer}; {rounds} round(s), medians (broken: summed over rounds)")
+    rows: dict[int, tuple[Fleet, Fleet]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        wheels = Path(tmp, "wheels")
+        build_wheels(wheels)
+        server = start_index(wheels, Path(tmp))
+        try:
+            for pods in sizes:
+                ours, naive = [], []
+                for round_ in range(rounds):
+                    work = Path(tmp, f"{pods}-{round_}")
+                    ours.append(repoinstall_fleet(server.simple, work / "ours", pods, args.installer))
+                    naive.append(baseline_fleet(server.simple, work / "naive", pods))
+                rows[pods] = median(ours), median(naive)
+        finally:
+            server.stop()
+    print(
+        f"\n{'pods':>4} | {'repoinstall s':>13} {'cpu s':>6} {'installer runs':>14} {'broken':>6} | "
+        f"{'pip --target s':>14} {'cpu s':>6} {'pip runs':>8} {'broken':>6}"
+    )
+    for pods, (ours_row, naive_row) in rows.items():
+        print(
+            f"{pods:>4} | {ours_row.seconds:>13.2f} {ours_row.cpu:>6.1f} {ours_row.runs:>14} {ours_row.broken:>6} | "
+            f"{naive_row.seconds:>14.2f} {naive_row.cpu:>6.1f} {naive_row.runs:>8} {naive_row.broken:>6}"
+        )
+    runs_ok = all(ours_row.runs == len(SPECS) and ours_row.broken == 0 for ours_row, _ in rows.values())
+    print(f"installer runs = {len(SPECS)} for every N, none broken: {'ok' if runs_ok else 'MISSED'}")
+    largest = max(rows)
+    ratio = rows[largest][0].seconds / rows[1][0].seconds
+    print(f"wall N={largest} / N=1: {ratio:.2f} (target <= 1.2 for N=8): {'ok' if ratio <= 1.2 else 'MISSED'}")
+    broken = sum(naive_row.broken for _, naive_row in rows.values())
+    print(f"baseline broken results: {broken} in {rounds * len(rows)} fleet starts")
+    if not runs_ok:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""pip versus uv backend: one pod installs the same 5 trees (15 dists) from a local index, cold and warm cache.
+
+    python bench/installers.py [--quick] [--rounds N]
+
+For each installer: ``repoinstall ensure`` of the 5 into a new repo with an empty download cache (cold), then
+into another new repo with the cache the first run filled (warm cache: nothing to download, everything to
+install), and beside them the bare installer run 5 times (one ``--target`` each, sequentially, cold), which
+is what repoinstall adds its checks, locks, verification and publish to. Wall and CPU seconds, medians.
+Target: uv at least 3x faster than pip, cold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from common import SPECS, ensure_command, machine, pod_env, run_together, start_index
+from common import build as build_wheels
+
+from repoinstall import Repo
+from repoinstall._uv import _binary as uv_binary
+
+
+def ensure_once(index: str, repo: Path, cache: Path, installer: str) -> tuple[float, float]:
+    ran = run_together([ensure_command(repo, index, *SPECS, installer=installer)], [pod_env(cache)])
+    if ran.codes != [0]:
+        sys.exit(f"{installer}: ensure failed: {ran.errors[0].strip()[-500:]}")
+    with Repo(repo) as opened:
+        assert len(opened.verify()) == len(SPECS) and all(r.ok for r in opened.verify())
+    return ran.seconds, ran.cpu
+
+
+def bare_once(index: str, work: Path, installer: str) -> tuple[float, float]:
+    """The installer alone: one ``--target`` run per package, one after another, bytecode compiled."""
+    seconds = cpu = 0.0
+    for spec in SPECS:
+        target = str(work / spec)
+        if installer == "pip":
+            command = [sys.executable, "-m", "pip", "install", "--target", target, "--index-url", index, "--compile"]
+            command += ["--disable-pip-version-check", "--no-input", spec]
+        else:
+            command = [uv_binary(), "pip", "install", "--target", target, "--python", sys.executable]
+            command += ["--index-url", index, "--compile-bytecode", "--link-mode", "copy", "--no-config", spec]
+        ran = run_together([command], [pod_env(work / "cache")])
+        if ran.codes != [0]:
+            sys.exit(f"bare {installer} failed: {ran.errors[0].strip()[-500:]}")
+        seconds += ran.seconds
+        cpu += ran.cpu
+    return seconds, cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one round (for CI)")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    rounds = 1 if args.quick else args.rounds
+    print(f"{machine()}; {rounds} round(s), medians; 5 trees, 15 dists, {len(SPECS)} specs, --jobs 4")
+    figures: dict[str, dict[str, tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        wheels = Path(tmp, "wheels")
+        build_wheels(wheels)
+        server = start_index(wheels, Path(tmp))
+        try:
+            for installer in ("pip", "uv"):
+                found: dict[str, list[tuple[float, float]]] = {"cold": [], "warm cache": [], "bare": []}
+                for round_ in range(rounds):
+                    work = Path(tmp, f"{installer}-{round_}")
+                    cache = work / "cache"
+                    found["cold"].append(ensure_once(server.simple, work / "repo-cold", cache, installer))
+                    found["warm cache"].append(ensure_once(server.simple, work / "repo-warm", cache, installer))
+                    found["bare"].append(bare_once(server.simple, work / "bare", installer))
+                figures[installer] = {
+                    kind: (statistics.median(s for s, _ in runs), statistics.median(c for _, c in runs))
+                    for kind, runs in found.items()
+                }
+        finally:
+            server.stop()
+    print(
+        f"\n{'installer':>9} | {'cold s':>7} {'cpu s':>6} | {'warm cache s':>12} {'cpu s':>6} | "
+        f"{'bare installer s':>16} {'cpu s':>6}"
+    )
+    for installer, row in figures.items():
+        (cold, cold_cpu), (warm, warm_cpu), (bare, bare_cpu) = row["cold"], row["warm cache"], row["bare"]
+        print(
+            f"{installer:>9} | {cold:>7.2f} {cold_cpu:>6.1f} | {warm:>12.2f} {warm_cpu:>6.1f} | "
+            f"{bare:>16.2f} {bare_cpu:>6.1f}"
+        )
+    speedup = figures["pip"]["cold"][0] / figures["uv"]["cold"][0]
+    print(f"uv speed-up, cold: {speedup:.1f}x (target >= 3): {'ok' if speedup >= 3 else 'MISSED'}")
+    warm_speedup = figures["pip"]["warm cache"][0] / figures["uv"]["warm cache"][0]
+    print(f"uv speed-up, warm cache: {warm_speedup:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
