@@ -2,10 +2,11 @@
 
     python bench/installers.py [--quick] [--rounds N]
 
-For each installer: ``repoinstall ensure`` of the 5 into a new repo with an empty download cache (cold), then
-into another new repo with the cache the first run filled (warm cache: nothing to download, everything to
-install), and beside them the bare installer run 5 times (one ``--target`` each, sequentially, cold), which
-is what repoinstall adds its checks, locks, verification and publish to. Wall and CPU seconds, medians.
+For each installer, with --jobs 1 and 4: ``repoinstall ensure`` of the 5 into a new repo with an empty
+download cache (cold), then into another new repo with the cache the first run filled (warm cache: nothing
+to download, everything to install), and beside them the bare installer run 5 times (one ``--target`` each,
+sequentially, cold), which is what repoinstall adds its checks, locks, verification and publish to. Wall
+and CPU seconds, medians.
 Target: uv at least 3x faster than pip, cold.
 """
 
@@ -24,8 +25,9 @@ from repoinstall import Repo
 from repoinstall._uv import _binary as uv_binary
 
 
-def ensure_once(index: str, repo: Path, cache: Path, installer: str) -> tuple[float, float]:
-    ran = run_together([ensure_command(repo, index, *SPECS, installer=installer)], [pod_env(cache)])
+def ensure_once(index: str, repo: Path, cache: Path, installer: str, jobs: int) -> tuple[float, float]:
+    command = [*ensure_command(repo, index, *SPECS, installer=installer), "--jobs", str(jobs)]
+    ran = run_together([command], [pod_env(cache)])
     if ran.codes != [0]:
         sys.exit(f"{installer}: ensure failed: {ran.errors[0].strip()[-500:]}")
     with Repo(repo) as opened:
@@ -58,41 +60,45 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
-    print(f"{machine()}; {rounds} round(s), medians; 5 trees, 15 dists, {len(SPECS)} specs, --jobs 4")
-    figures: dict[str, dict[str, tuple[float, float]]] = {}
+    print(f"{machine()}; {rounds} round(s), medians; {len(SPECS)} trees of 3 dists each")
+    figures: dict[tuple[str, int], dict[str, tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         wheels = Path(tmp, "wheels")
         build_wheels(wheels)
         server = start_index(wheels, Path(tmp))
         try:
-            for installer in ("pip", "uv"):
-                found: dict[str, list[tuple[float, float]]] = {"cold": [], "warm cache": [], "bare": []}
-                for round_ in range(rounds):
-                    work = Path(tmp, f"{installer}-{round_}")
-                    cache = work / "cache"
-                    found["cold"].append(ensure_once(server.simple, work / "repo-cold", cache, installer))
-                    found["warm cache"].append(ensure_once(server.simple, work / "repo-warm", cache, installer))
-                    found["bare"].append(bare_once(server.simple, work / "bare", installer))
-                figures[installer] = {
-                    kind: (statistics.median(s for s, _ in runs), statistics.median(c for _, c in runs))
-                    for kind, runs in found.items()
-                }
+            for jobs in (1, 4):
+                for installer in ("pip", "uv"):
+                    found: dict[str, list[tuple[float, float]]] = {"cold": [], "warm cache": [], "bare": []}
+                    for round_ in range(rounds):
+                        work = Path(tmp, f"{installer}-{jobs}-{round_}")
+                        cache = work / "cache"
+                        found["cold"].append(ensure_once(server.simple, work / "cold", cache, installer, jobs))
+                        found["warm cache"].append(ensure_once(server.simple, work / "warm", cache, installer, jobs))
+                        if jobs == 1:
+                            found["bare"].append(bare_once(server.simple, work / "bare", installer))
+                    figures[(installer, jobs)] = {
+                        kind: (statistics.median(s for s, _ in runs), statistics.median(c for _, c in runs))
+                        for kind, runs in found.items()
+                        if runs
+                    }
         finally:
             server.stop()
     print(
-        f"\n{'installer':>9} | {'cold s':>7} {'cpu s':>6} | {'warm cache s':>12} {'cpu s':>6} | "
+        f"\n{'installer':>9} {'jobs':>4} | {'cold s':>7} {'cpu s':>6} | {'warm cache s':>12} {'cpu s':>6} | "
         f"{'bare installer s':>16} {'cpu s':>6}"
     )
-    for installer, row in figures.items():
-        (cold, cold_cpu), (warm, warm_cpu), (bare, bare_cpu) = row["cold"], row["warm cache"], row["bare"]
-        print(
-            f"{installer:>9} | {cold:>7.2f} {cold_cpu:>6.1f} | {warm:>12.2f} {warm_cpu:>6.1f} | "
-            f"{bare:>16.2f} {bare_cpu:>6.1f}"
-        )
-    speedup = figures["pip"]["cold"][0] / figures["uv"]["cold"][0]
-    print(f"uv speed-up, cold: {speedup:.1f}x (target >= 3): {'ok' if speedup >= 3 else 'MISSED'}")
-    warm_speedup = figures["pip"]["warm cache"][0] / figures["uv"]["warm cache"][0]
-    print(f"uv speed-up, warm cache: {warm_speedup:.1f}x")
+    for (installer, jobs), row in figures.items():
+        (cold, cold_cpu), (warm, warm_cpu) = row["cold"], row["warm cache"]
+        bare = f"{row['bare'][0]:>16.2f} {row['bare'][1]:>6.1f}" if "bare" in row else f"{'':>16} {'':>6}"
+        print(f"{installer:>9} {jobs:>4} | {cold:>7.2f} {cold_cpu:>6.1f} | {warm:>12.2f} {warm_cpu:>6.1f} | {bare}")
+    for jobs in (1, 4):
+        speedup = figures[("pip", jobs)]["cold"][0] / figures[("uv", jobs)]["cold"][0]
+        warm = figures[("pip", jobs)]["warm cache"][0] / figures[("uv", jobs)]["warm cache"][0]
+        verdict = "ok" if speedup >= 3 else "MISSED"
+        print(f"uv speed-up, --jobs {jobs}: cold {speedup:.1f}x (target >= 3: {verdict}), warm cache {warm:.1f}x")
+    cpu = figures[("pip", 4)]["cold"][1] / figures[("uv", 4)]["cold"][1]
+    print(f"uv CPU saving, cold, --jobs 4: {cpu:.1f}x fewer CPU seconds")
 
 
 if __name__ == "__main__":

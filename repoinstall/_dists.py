@@ -90,7 +90,7 @@ def check_tree(tree: str, dists: list[Dist], *, extra: bool = True) -> RecordPro
     missing: list[str] = []
     changed: list[str] = []
     recorded: set[str] = set()
-    root = os.path.realpath(tree)
+    inside = _Inside(tree)
     for dist in dists:
         rows = record_rows(tree, dist)
         if rows is None:
@@ -100,7 +100,9 @@ def check_tree(tree: str, dists: list[Dist], *, extra: bool = True) -> RecordPro
             if not row or (relative := tree_relative(row[0])) is None:
                 continue
             recorded.add(relative)
-            problem = _check_file(tree, root, relative, row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else "")
+            problem = _check_file(
+                tree, inside, relative, row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else ""
+            )
             if problem == "missing":
                 missing.append(relative)
             elif problem == "changed":
@@ -116,10 +118,24 @@ def check_tree(tree: str, dists: list[Dist], *, extra: bool = True) -> RecordPro
     return RecordProblems(tuple(missing), tuple(changed), tuple(found_extra))
 
 
-def _check_file(tree: str, root: str, relative: str, hash_field: str, size_field: str) -> str | None:
+class _Inside:
+    """Whether a path's directory resolves inside the tree; resolved once per directory, not once per file."""
+
+    def __init__(self, tree: str) -> None:
+        self._root = os.path.realpath(tree) + os.sep
+        self._seen: dict[str, bool] = {}
+
+    def __call__(self, path: str) -> bool:
+        directory = os.path.dirname(path)
+        if (known := self._seen.get(directory)) is None:
+            known = self._seen[directory] = (os.path.realpath(directory) + os.sep).startswith(self._root)
+        return known
+
+
+def _check_file(tree: str, inside: _Inside, relative: str, hash_field: str, size_field: str) -> str | None:
     path = os.path.join(tree, relative)
-    if os.path.islink(path) or not os.path.realpath(path).startswith(root + os.sep):
-        return "changed"  # a symlink where a file was installed: never followed
+    if os.path.islink(path) or not inside(path):
+        return "changed"  # a symlink where a file was installed (or in a directory's place): never followed
     if not hash_field:
         # RECORD itself and pip's compiled bytecode carry no hash: they must only exist.
         return None if os.path.isfile(path) or relative.endswith("/RECORD") else "missing"

@@ -41,6 +41,7 @@ _LOOK = 0.1
 #: The shortest gap between two attempts on the lock while no holder's note is seen.
 _RETRY = 0.25
 
+
 class PeerFinished(Exception):
     """Raised by ``__enter__`` when the ``ready`` check came true while we waited: a peer did the work."""
 
@@ -141,8 +142,7 @@ class FileTreeLock:
             if (owner := foreign_owner(self._dir_fd, self._leaf)) is not None:
                 raise ForeignLock(owner) from None
             raise InstallError(
-                f"lock {self.path} is unreadable ({error.__cause__}); if no installer is running, remove "
-                f"{self.path}.rw"
+                f"lock {self.path} is unreadable ({error.__cause__}); if no installer is running, remove {self.path}.rw"
             ) from None
 
     def _attempt(self, timeout: float | None) -> bool:

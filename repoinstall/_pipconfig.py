@@ -11,7 +11,10 @@ from __future__ import annotations
 import ast
 import functools
 import math
+import os
 import subprocess
+import sys
+import threading
 from typing import NamedTuple
 
 from . import _log
@@ -61,9 +64,27 @@ def index_config(options: InstallOptions | None, *, pre: bool = False) -> IndexC
     )
 
 
-@functools.lru_cache(maxsize=4)
 def pip_settings(python: str) -> dict[str, str]:
-    """pip's effective settings for ``pip install`` (key -> value), read once per process by pip itself."""
+    """pip's effective settings for ``pip install`` (key -> value), read once per process by pip itself.
+
+    Threads (``--jobs``) that ask at once share one read: pip's start-up is the costly part.
+    """
+    with _settings_guard:
+        return _read_settings(python)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_settings(python: str) -> dict[str, str]:
+    if python == sys.executable and not any(os.path.exists(path) for path in _config_files()):
+        # No file for pip to read (a container's usual case): its settings are its PIP_* variables, read as pip
+        # reads them, without starting pip (a third of a second, more than a uv install of a small tree).
+        return parse_listing(
+            "".join(
+                f":env:.{key[4:].lower()}={value!r}\n"
+                for key, value in os.environ.items()
+                if key.startswith("PIP_") and key[4:].lower() not in ("version", "help")
+            )
+        )
     try:
         listing = subprocess.run(
             [python, "-m", "pip", "config", "list"],
@@ -77,6 +98,32 @@ def pip_settings(python: str) -> dict[str, str]:
         _log.logger().warning("cannot read pip's configuration (%s): using pip's defaults", type(error).__name__)
         return {}
     return parse_listing(listing)
+
+
+def _config_files() -> list[str]:
+    """Every file this interpreter's pip would read its configuration from (pip's documented places)."""
+    named = os.environ.get("PIP_CONFIG_FILE")
+    if named == os.devnull:
+        return []  # pip reads no file at all
+    home = os.path.expanduser("~")
+    user = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    system = [d for d in (os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep) if d]
+    return [
+        *(os.path.join(d, "pip", "pip.conf") for d in system),
+        "/etc/pip.conf",
+        os.path.join(home, ".pip", "pip.conf"),
+        os.path.join(user, "pip", "pip.conf"),
+        os.path.join(sys.prefix, "pip.conf"),
+        *([named] if named else []),
+    ]
+
+
+def forget_settings() -> None:
+    """Read pip's configuration again next time (tests change it between cases)."""
+    _read_settings.cache_clear()
+
+
+_settings_guard = threading.Lock()
 
 
 def parse_listing(listing: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 
 from ._errors import InstallError
 from ._installer import hashed_requirements
@@ -62,9 +63,16 @@ _OVERRIDDEN = frozenset(
 _PYC = re.compile(r"^(?P<stem>[^.]+)\.[^.]+(?:\.opt-\d+)?\.pyc$")
 
 
-@functools.cache
 def _binary() -> str:
     """The uv executable: the one the ``uv`` package (``repoinstall[uv]``) ships, else ``uv`` on PATH."""
+    # One lookup per process, under a lock: --jobs threads ask at once, and sysconfig (which find_uv_bin reads)
+    # is not safe to initialise from several threads.
+    with _lookup_guard:
+        return _find_binary()
+
+
+@functools.cache
+def _find_binary() -> str:
     try:
         from uv import find_uv_bin  # type: ignore[import-not-found, unused-ignore]
 
@@ -75,6 +83,9 @@ def _binary() -> str:
     if found is None:
         raise InstallError("the uv installer is not available: pip install 'repoinstall[uv]', or put uv on PATH")
     return found
+
+
+_lookup_guard = threading.Lock()
 
 
 @functools.cache

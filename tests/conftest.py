@@ -19,15 +19,15 @@ from repoinstall._options import INSTALLERS
 @pytest.fixture(autouse=True)
 def _isolated_pip(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """In-process API calls read pip's configuration too: give them none of this machine's."""
-    from repoinstall._pipconfig import pip_settings
+    from repoinstall._pipconfig import forget_settings
 
     for key in [k for k in os.environ if k.startswith(("PIP_", "UV_", "REPOINSTALL_"))]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("NETRC", os.devnull)
-    pip_settings.cache_clear()
+    forget_settings()
     yield
-    pip_settings.cache_clear()
+    forget_settings()
 
 
 @pytest.fixture(params=INSTALLERS)

@@ -179,3 +179,36 @@ def test_cache_is_shared_between_installs_and_never_linked_into_trees(
         files = [p for p in (repo / "trees").rglob("*") if p.is_file()]
         assert files and all(p.stat().st_nlink == 1 for p in files)  # copied, never hard-linked to the cache
         assert run("verify", "--all", "--repo", repo).returncode == 0
+
+
+def test_pip_settings_without_files_match_what_pip_itself_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+    from repoinstall._pipconfig import forget_settings, parse_listing, pip_settings
+
+    for key, value in {
+        "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+        "PIP_EXTRA_INDEX_URL": "http://127.0.0.1:9/a http://127.0.0.1:9/b",
+        "PIP_TRUSTED_HOST": "127.0.0.1",
+        "PIP_ONLY_BINARY": ":all:",
+        "PIP_DEFAULT_TIMEOUT": "7",
+    }.items():
+        monkeypatch.setenv(key, value)
+    forget_settings()
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    assert pip_settings(sys.executable) == parse_listing(listed)  # read without starting pip: no file to read
+    assert pip_settings(sys.executable)["extra-index-url"] == "http://127.0.0.1:9/a http://127.0.0.1:9/b"
+
+
+def test_user_pip_conf_is_honoured_by_both_installers(
+    tmp_path: Path, two_indexes: tuple[IndexServer, IndexServer]
+) -> None:
+    primary, _ = two_indexes
+    (tmp_path / "config" / "pip").mkdir(parents=True)
+    (tmp_path / "config" / "pip" / "pip.conf").write_text(f"[global]\nindex-url = {primary.simple}\n")
+    env = {k: v for k, v in isolated_env().items() if k != "PIP_CONFIG_FILE"}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_CONFIG_DIRS=str(tmp_path / "none"), HOME=str(tmp_path))
+    for name in ("pip", "uv"):
+        done = run("ensure", "app-k==1.0", "--repo", tmp_path / name, "--json", "--installer", name, env=env)
+        assert done.returncode == 0, done.stderr
+        assert import_version(document(done.stdout)["packages"][0]["path"], "dep_k") == "1.0"
