@@ -174,7 +174,9 @@ class FileTreeLock:
         started = time.monotonic()
         deadline = started + self._settings.wait_timeout
         quarter = self._settings.heartbeat / 4
-        next_try = started + 2 * quarter if self._ready is not None and self._note_seen() else started
+        # A note means a live holder (or a dead one, which takes the stale threshold anyway): no attempt yet.
+        defer = self._ready is not None and self._settings.wait_timeout > 2 * quarter and self._note_seen()
+        next_try = started + 2 * quarter if defer else started
         last_try = -math.inf
         logged = False
         while True:
@@ -200,7 +202,7 @@ class FileTreeLock:
             note = {"host": os.uname().nodename, "pid": os.getpid(), "since": time.time()}
             _fs.write_atomic(self._dir_fd, self._owner_name, json.dumps(note).encode())
         except OSError:
-            pass  # the note is only for humans; the lock itself is held
+            pass  # the note tells humans who holds it and waiters when it goes; the lock itself is held
 
     def _note_seen(self) -> bool:
         """Whether a holder's owner note is there (a holder writes it once it has the lock, removes it on release)."""
