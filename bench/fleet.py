@@ -4,9 +4,10 @@
 
 For N = 1, 4, 8: wall seconds until the last pod is done, installer runs (trees installed, summed over the
 pods) and broken results, for repoinstall (every pod: ``repoinstall ensure`` of the 5 into one repo) and for
-the baseline (every pod: ``pip install --target`` of the 5 into one shared directory, which is what a fleet
-does without repoinstall). A baseline result is broken when a pod failed or the shared directory is not
-exactly the 15 dists, each whole, all importable. Each pod starts with its own empty download cache.
+the baselines (every pod: ``pip install --target`` of the 5 into one shared directory, which is what a fleet
+does without repoinstall, and the same with ``--upgrade``, as reruns need to converge). A baseline result is
+broken when a pod failed or the shared directory is not exactly the 15 dists, each whole, all importable.
+Each pod starts with its own empty download cache.
 Targets: installer runs = 5 for every N; wall time for N = 8 within 1.2x of N = 1.
 """
 
@@ -60,17 +61,21 @@ def repoinstall_fleet(index: str, work: Path, pods: int, installer: str) -> Flee
     return Fleet(ran.seconds, ran.cpu, runs, broken)
 
 
-def baseline_fleet(index: str, work: Path, pods: int) -> Fleet:
-    """``pods`` pods each running ``pip install --target`` of the 5 into one shared directory."""
+def baseline_fleet(index: str, work: Path, pods: int, upgrade: bool) -> Fleet:
+    """``pods`` pods each running ``pip install --target [--upgrade]`` of the 5 into one shared directory."""
     target = work / "shared-target"
     command = [
         sys.executable, "-m", "pip", "install", "--target", str(target), "--index-url", index,
         "--no-input", "--disable-pip-version-check", "--no-warn-script-location", "--compile", *SPECS,
+        *(["--upgrade"] if upgrade else []),
     ]  # fmt: skip
     envs = [pod_env(work / f"cache-{n}") for n in range(pods)]
     ran = run_together([command] * pods, envs)
     failed = sum(code != 0 for code in ran.codes)
     found = check_target(target, envs[0])
+    for code, err in zip(ran.codes, ran.errors, strict=True):
+        if code != 0:
+            print(f"  baseline N={pods}: a pod failed ({code}): {err.strip().splitlines()[-1:]}", file=sys.stderr)
     if found.broken:
         print(f"  baseline N={pods}: shared directory {found}", file=sys.stderr)
     return Fleet(ran.seconds, ran.cpu, pods, failed + found.broken)
@@ -94,37 +99,43 @@ def main() -> None:
     sizes = (1, 4) if args.quick else (1, 4, 8)
     rounds = 1 if args.quick else args.rounds
     print(f"{machine()}; installer {args.installer}; {rounds} round(s), medians (broken: summed over rounds)")
-    rows: dict[int, tuple[Fleet, Fleet]] = {}
+    rows: dict[int, tuple[Fleet, Fleet, Fleet]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         wheels = Path(tmp, "wheels")
         build_wheels(wheels)
         server = start_index(wheels, Path(tmp))
         try:
             for pods in sizes:
-                ours, naive = [], []
+                ours, naive, upgrading = [], [], []
                 for round_ in range(rounds):
                     work = Path(tmp, f"{pods}-{round_}")
                     ours.append(repoinstall_fleet(server.simple, work / "ours", pods, args.installer))
-                    naive.append(baseline_fleet(server.simple, work / "naive", pods))
-                rows[pods] = median(ours), median(naive)
+                    naive.append(baseline_fleet(server.simple, work / "naive", pods, upgrade=False))
+                    upgrading.append(baseline_fleet(server.simple, work / "upgrade", pods, upgrade=True))
+                rows[pods] = median(ours), median(naive), median(upgrading)
         finally:
             server.stop()
     print(
-        f"\n{'pods':>4} | {'repoinstall s':>13} {'cpu s':>6} {'installer runs':>14} {'broken':>6} | "
-        f"{'pip --target s':>14} {'cpu s':>6} {'pip runs':>8} {'broken':>6}"
+        f"\n{'':>4} | {'repoinstall ensure':^36} | {'pip install --target':^22} | {'... --upgrade':^22}\n"
+        f"{'pods':>4} | {'wall s':>7} {'cpu s':>6} {'installer runs':>14} {'broken':>6} | "
+        f"{'wall s':>7} {'cpu s':>6} {'broken':>6} | {'wall s':>7} {'cpu s':>6} {'broken':>6}"
     )
-    for pods, (ours_row, naive_row) in rows.items():
+    for pods, (ours_row, naive_row, upgrade_row) in rows.items():
         print(
-            f"{pods:>4} | {ours_row.seconds:>13.2f} {ours_row.cpu:>6.1f} {ours_row.runs:>14} {ours_row.broken:>6} | "
-            f"{naive_row.seconds:>14.2f} {naive_row.cpu:>6.1f} {naive_row.runs:>8} {naive_row.broken:>6}"
+            f"{pods:>4} | {ours_row.seconds:>7.2f} {ours_row.cpu:>6.1f} {ours_row.runs:>14} {ours_row.broken:>6} | "
+            f"{naive_row.seconds:>7.2f} {naive_row.cpu:>6.1f} {naive_row.broken:>6} | "
+            f"{upgrade_row.seconds:>7.2f} {upgrade_row.cpu:>6.1f} {upgrade_row.broken:>6}"
         )
-    runs_ok = all(ours_row.runs == len(SPECS) and ours_row.broken == 0 for ours_row, _ in rows.values())
+    runs_ok = all(row[0].runs == len(SPECS) and row[0].broken == 0 for row in rows.values())
     print(f"installer runs = {len(SPECS)} for every N, none broken: {'ok' if runs_ok else 'MISSED'}")
     largest = max(rows)
     ratio = rows[largest][0].seconds / rows[1][0].seconds
     print(f"wall N={largest} / N=1: {ratio:.2f} (target <= 1.2 for N=8): {'ok' if ratio <= 1.2 else 'MISSED'}")
-    broken = sum(naive_row.broken for _, naive_row in rows.values())
-    print(f"baseline broken results: {broken} in {rounds * len(rows)} fleet starts")
+    broken = sum(row[1].broken for row in rows.values()), sum(row[2].broken for row in rows.values())
+    print(
+        f"baseline broken results in {rounds * len(rows)} fleet starts: {broken[0]} (pip install --target), "
+        f"{broken[1]} (--upgrade); each baseline pod is one pip run of all 5"
+    )
     if not runs_ok:
         sys.exit(1)
 
