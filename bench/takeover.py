@@ -63,6 +63,7 @@ def install_alone(index: IndexServer, work: Path, stale: float, heartbeat: float
 def takeover(index: IndexServer, work: Path, stale: float, heartbeat: float) -> float:
     repo = work / "repo"
     index.delays["crash_pkg"] = 3600.0  # the holder's download hangs: it is mid-install when killed
+    before = index.downloads("crash_pkg")
     holder = subprocess.Popen(
         [*as_pod("pod-holder"), *ensure(repo, index, stale, heartbeat)],
         env=pod_env(work / "cache-holder"),
@@ -70,7 +71,7 @@ def takeover(index: IndexServer, work: Path, stale: float, heartbeat: float) -> 
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    index.wait_for_download("crash_pkg", timeout=60)
+    index.wait_for_download("crash_pkg", before + 1, timeout=60)
     waiter = subprocess.Popen(
         [*as_pod("pod-waiter"), *ensure(repo, index, stale, heartbeat)],
         env=pod_env(work / "cache-waiter"),

