@@ -64,21 +64,17 @@ def takeover(index: IndexServer, work: Path, stale: float, heartbeat: float) -> 
     repo = work / "repo"
     index.delays["crash_pkg"] = 3600.0  # the holder's download hangs: it is mid-install when killed
     before = index.downloads("crash_pkg")
-    holder = subprocess.Popen(
-        [*as_pod("pod-holder"), *ensure(repo, index, stale, heartbeat)],
-        env=pod_env(work / "cache-holder"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+
+    def pod(name: str) -> subprocess.Popen[str]:
+        """A pod: its own hostname and session (a SIGKILL to the session takes its pip too)."""
+        command = [*as_pod(f"pod-{name}"), *ensure(repo, index, stale, heartbeat)]
+        env = pod_env(work / f"cache-{name}")
+        pipe = subprocess.PIPE
+        return subprocess.Popen(command, env=env, stdout=pipe, stderr=pipe, text=True, start_new_session=True)
+
+    holder = pod("holder")
     index.wait_for_download("crash_pkg", before + 1, timeout=60)
-    waiter = subprocess.Popen(
-        [*as_pod("pod-waiter"), *ensure(repo, index, stale, heartbeat)],
-        env=pod_env(work / "cache-waiter"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    waiter = pod("waiter")
     time.sleep(min(1.0, heartbeat))  # the waiter is waiting
     killed = time.monotonic()
     os.killpg(holder.pid, signal.SIGKILL)

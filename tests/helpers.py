@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -140,3 +142,18 @@ async def while_ticking(awaitable: Awaitable[T]) -> tuple[T, int]:
     finally:
         done.set()
         await task
+
+
+@contextlib.contextmanager
+def tmpfs(mountpoint: Path, size: str) -> Iterator[Path]:
+    """A fresh tmpfs of ``size`` at ``mountpoint`` (a filesystem of its own), unmounted afterwards; needs root."""
+    import pytest
+
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("needs root to mount a tmpfs")
+    mountpoint.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mountpoint)], check=True)
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)

@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import actions, document, ensure_args, import_version, run
+from helpers import actions, document, ensure_args, import_version, run, tmpfs
 from indexserver import IndexServer
 
 
 @pytest.fixture
 def tiny_repo(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("needs root to mount a tmpfs")
-    mountpoint = tmp_path / "tiny"
-    mountpoint.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mountpoint)], check=True)
-    try:
+    with tmpfs(tmp_path / "tiny", "2m") as mountpoint:
         yield mountpoint / "repo"
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
 
 
 def test_disk_full_fails_cleanly(tiny_repo: Path, index: IndexServer) -> None:

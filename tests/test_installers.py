@@ -7,7 +7,6 @@ both installers in the other modules through the ``installer`` fixture; this mod
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import actions, document, ensure_args, import_version, isolated_env, run, snapshot
+from helpers import actions, document, ensure_args, import_version, isolated_env, run, snapshot, tmpfs
 from indexserver import IndexServer
 from wheels import make_wheel
 
@@ -142,15 +141,8 @@ def test_index_options_mean_the_same_under_both(
 
 @pytest.fixture
 def other_filesystem(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("needs root to mount a tmpfs")
-    mountpoint = tmp_path / "cache-fs"
-    mountpoint.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mountpoint)], check=True)
-    try:
+    with tmpfs(tmp_path / "cache-fs", "64m") as mountpoint:
         yield mountpoint
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
 
 
 @pytest.mark.parametrize("installer_name", ["pip", "uv"])
