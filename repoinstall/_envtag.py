@@ -17,19 +17,26 @@ import sys
 import zlib
 
 _TAG = re.compile(r"^[A-Za-z0-9._]+-[A-Za-z0-9._]+-[A-Za-z0-9._]+$")
+#: Part of the cache key: bump it when the way the tag is derived changes, so no stale tag is ever reused.
+_DERIVATION = 2
+#: Platform tags that name the C library's level: a tree with compiled code is only good for that level or above.
+_LIBC_LEVELS = ("manylinux_", "musllinux_")
 
 
 def compute() -> str:
-    """interpreter-abi-platform: the first (most specific) tag ``packaging.tags.sys_tags()`` gives.
+    """interpreter-abi-platform, e.g. ``cp311-cp311-manylinux_2_36_x86_64``: the interpreter and ABI of the first
+    tag ``packaging.tags.sys_tags()`` gives, on the platform that names the C library's level.
 
     A tree is built by and for one such tag, so a tree built in one container image is never imported by an
     image with another interpreter, ABI or platform (glibc level included).
     """
     from packaging import tags
 
-    # sys_tags() lists every platform (all glibc levels) before its first tag; only the first is needed, and
-    # it is the same tag (a test compares them).
-    platforms = [next(iter(tags.platform_tags()))]
+    # The platform: the highest manylinux/musllinux level where there is one, else the first platform. Not
+    # simply the first: packaging 26.3 lists the bare linux_<arch> tag first, which names no glibc level, and
+    # two packaging releases must not file one interpreter's trees under two tags.
+    every = list(tags.platform_tags())
+    platforms = [next((p for p in every if p.startswith(_LIBC_LEVELS)), every[0])]
     if tags.interpreter_name() == "cp":
         # CPython's ABI tag is cp<version><abiflags>; deriving it from sys.abiflags spares loading all of
         # sysconfig's build data, which is what packaging reads it from (a test checks they agree).
@@ -66,6 +73,7 @@ def fingerprint() -> str:
                 libc,
                 os.uname().machine,
                 packaging.__version__,
+                _DERIVATION,
             ),
         )
     )

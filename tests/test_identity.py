@@ -46,8 +46,10 @@ def test_canonical_version_is_packagings(text: str) -> None:
     assert canonical_version(Version(text)) == canonicalize_version(Version(text), strip_trailing_zero=True)
 
 
-def test_environment_tag_is_the_first_sys_tag() -> None:
-    first = next(iter(sys_tags()))
+def test_environment_tag_is_the_first_sys_tag_with_a_libc_level() -> None:
+    every = list(sys_tags())
+    first = next((t for t in every if t.platform.startswith(("manylinux_", "musllinux_"))), every[0])
+    assert first.interpreter == every[0].interpreter and first.abi == every[0].abi
     assert _envtag.compute() == f"{first.interpreter}-{first.abi}-{first.platform}"
 
 
