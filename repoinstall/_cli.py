@@ -165,11 +165,10 @@ def _install_options(
     installer: str,
     cache_dir: str | None,
 ) -> "InstallOptions":
-    from ._installer import NAMES
-    from ._options import InstallOptions
+    from ._options import INSTALLERS, InstallOptions
 
-    if installer not in NAMES:
-        _fail(f"--installer must be one of {', '.join(NAMES)}, got {installer!r}", 2)
+    if installer not in INSTALLERS:
+        _fail(f"--installer must be one of {', '.join(INSTALLERS)}, got {installer!r}", 2)
     if cache_dir is not None and os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
         _fail(f"--cache-dir {cache_dir}: not a directory", 2)
 

@@ -15,11 +15,9 @@ import threading
 from typing import NamedTuple, Protocol
 
 from ._errors import InstallError
-from ._options import INSTALLERS, InstallOptions
+from ._options import InstallOptions
 from ._requirements import Requested
 
-#: The backends ``--installer`` and ``REPOINSTALL_INSTALLER`` accept; pip is the default.
-NAMES = INSTALLERS
 _TAIL_LINES = 12
 
 
