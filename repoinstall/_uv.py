@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import os
 import re
 import shutil
@@ -201,16 +202,15 @@ class _Uv:
                 if source in owner:
                     # Like pip: bytecode is listed without a hash (it is only checked to exist).
                     added.setdefault(owner[source], []).append(relative)
-        for dist_info, paths in added.items():
-            path = os.path.join(target, dist_info, "RECORD")
-            with open(path, "rb") as existing:
-                existing.seek(0, os.SEEK_END)
-                ends_open = existing.tell() > 0 and (existing.seek(-1, os.SEEK_END), existing.read(1))[1] != b"\n"
-            with open(path, "a", encoding="utf-8", newline="") as handle:
-                if ends_open:
-                    handle.write("\n")
-                writer = csv.writer(handle, lineterminator="\n")
-                writer.writerows([path, "", ""] for path in paths)
+        for dist_info, bytecode in added.items():
+            record = os.path.join(target, dist_info, "RECORD")
+            with open(record, encoding="utf-8", newline="") as handle:
+                rows = handle.read()
+            more = io.StringIO()
+            csv.writer(more, lineterminator="\n").writerows([relative, "", ""] for relative in bytecode)
+            with open(record, "w", encoding="utf-8", newline="") as handle:  # staging is private: no reader
+                handle.write(rows if rows.endswith("\n") or not rows else rows + "\n")
+                handle.write(more.getvalue())
 
 
 UV = _Uv()
