@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers import cli, isolated_env  # noqa: E402
-from servers import PypiServer  # noqa: E402
 from wheels import make_wheel  # noqa: E402
 
 from repoinstall._dists import check_tree, scan  # noqa: E402
@@ -115,7 +114,3 @@ def check_target(target: Path, env: dict[str, str]) -> TargetCheck:
         len(problems.extra) if problems else 0,
         unimportable,
     )
-
-
-def start_index(wheels: Path, work: Path) -> PypiServer:
-    return PypiServer(wheels, work)

@@ -28,9 +28,9 @@ from common import (
     machine,
     pod_env,
     run_together,
-    start_index,
 )
 from common import build as build_wheels
+from servers import PypiServer
 
 from repoinstall import Repo
 
@@ -103,7 +103,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         wheels = Path(tmp, "wheels")
         build_wheels(wheels)
-        server = start_index(wheels, Path(tmp))
+        server = PypiServer(wheels, Path(tmp))
         try:
             for pods in sizes:
                 ours, naive, upgrading = [], [], []

@@ -18,8 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import SPECS, ensure_command, machine, pod_env, run_together, start_index
+from common import SPECS, ensure_command, machine, pod_env, run_together
 from common import build as build_wheels
+from servers import PypiServer
 
 from repoinstall import Repo
 from repoinstall._uv import _binary as uv_binary
@@ -65,7 +66,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         wheels = Path(tmp, "wheels")
         build_wheels(wheels)
-        server = start_index(wheels, Path(tmp))
+        server = PypiServer(wheels, Path(tmp))
         try:
             for jobs in (1, 4):
                 for installer in ("pip", "uv"):

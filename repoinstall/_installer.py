@@ -24,7 +24,7 @@ _TAIL_LINES = 12
 class Backend(Protocol):
     name: str
 
-    def version(self, options: InstallOptions) -> str: ...
+    def version(self) -> str: ...
 
     def command(
         self, options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str
@@ -58,7 +58,7 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
     command = chosen.command(options, target, requested, pin, scratch)
     run(command, chosen.environment(options), options.timeout, what, chosen.name)
     chosen.settle(target)
-    return Built(chosen.name, chosen.version(options))
+    return Built(chosen.name, chosen.version())
 
 
 def hashed_requirements(scratch: str, requested: Requested, pin: str) -> str:

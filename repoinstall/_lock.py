@@ -33,10 +33,8 @@ if TYPE_CHECKING:
     from ._identity import TreeId
     from ._layout import Layout
 
-#: How long one acquire attempt blocks before we look at who holds the lock and at our own deadline.
-_SLICE = 1.0
-#: With a ``ready`` check (is the tree there?) a waiter looks at the tree, a few opens, every _LOOK seconds, and
-#: tries the lock, a few writes on the volume, only now and then: see FileTreeLock._wait_and_take.
+#: A waiter looks at the holder's note (and, with a ``ready`` check, at the tree: a few opens) every _LOOK
+#: seconds, and tries the lock, a few writes on the volume, only now and then: see FileTreeLock._wait_and_take.
 _LOOK = 0.1
 #: The shortest gap between two attempts on the lock while no holder's note is seen.
 _RETRY = 0.25
@@ -145,15 +143,12 @@ class FileTreeLock:
                 f"lock {self.path} is unreadable ({error.__cause__}); if no installer is running, remove {self.path}.rw"
             ) from None
 
-    def _attempt(self, timeout: float | None) -> bool:
-        """One acquire: blocking up to ``timeout`` seconds, or not at all (``None``). Whether we hold it."""
+    def _attempt(self) -> bool:
+        """One acquire that never waits: whether we hold the lock now."""
         from filelock import SoftFileLockProtocolError, Timeout
 
         try:
-            if timeout is None:
-                self._lock.acquire_write(blocking=False)
-            else:
-                self._lock.acquire_write(timeout=timeout)
+            self._lock.acquire_write(blocking=False)
         except Timeout:
             return False
         except SoftFileLockProtocolError as error:
@@ -163,26 +158,25 @@ class FileTreeLock:
     def _wait_and_take(self) -> None:
         """Take the lock, waiting up to the wait timeout; with ``ready``, end early when the tree is there.
 
-        Without ``ready``, filelock's own blocking acquire polls the lock. With it, an attempt on the lock is made
-        at once unless a holder's note is there. While it is, the waiter only looks at the tree and at the note,
-        and tries the lock after half a heartbeat and then every quarter heartbeat (to see a dead holder's record
-        go stale), or at once when the note goes (the holder released without publishing). So a dead holder is
-        taken over within the stale threshold plus one heartbeat of its death, a finished peer's tree ends the
-        wait within _LOOK, and waiters neither load the lock's log every poll nor queue for the lock after the
+        The lock is tried at once unless a holder's note is there. While it is, the waiter only looks at the note
+        (and the tree), and tries the lock after half a heartbeat and then every quarter heartbeat (to see a dead
+        holder's record go stale), or at once when the note goes (the holder released). So a dead holder is taken
+        over within the stale threshold plus one heartbeat of its death, a finished peer's tree ends the wait
+        within _LOOK, and waiters neither read the lock's log every poll nor queue for the lock after the
         publish. The lock only saves duplicate work: the rename is the commit point.
         """
         started = time.monotonic()
         deadline = started + self._settings.wait_timeout
         quarter = self._settings.heartbeat / 4
         # A note means a live holder (or a dead one, which takes the stale threshold anyway): no attempt yet.
-        defer = self._ready is not None and self._settings.wait_timeout > 2 * quarter and self._note_seen()
+        defer = self._settings.wait_timeout > 2 * quarter and self._note_seen()
         next_try = started + 2 * quarter if defer else started
         last_try = -math.inf
         logged = False
         while True:
             now = time.monotonic()
-            if self._ready is None or now >= next_try or (now - last_try >= _RETRY and not self._note_seen()):
-                if self._attempt(max(0.0, min(_SLICE, deadline - now)) if self._ready is None else None):
+            if now >= next_try or (now - last_try >= _RETRY and not self._note_seen()):
+                if self._attempt():
                     break
                 last_try = time.monotonic()
                 next_try = last_try + quarter
@@ -194,10 +188,9 @@ class FileTreeLock:
                 raise LockTimeout(
                     f"gave up after {self._settings.wait_timeout:g}s waiting for {self.path}: {self.holder()}"
                 ) from None
-            if self._ready is not None:
-                time.sleep(max(0.0, min(_LOOK, deadline - time.monotonic())))
-                if self._ready():
-                    raise PeerFinished
+            time.sleep(max(0.0, min(_LOOK, deadline - time.monotonic())))
+            if self._ready is not None and self._ready():
+                raise PeerFinished
         try:
             note = {"host": os.uname().nodename, "pid": os.getpid(), "since": time.time()}
             _fs.write_atomic(self._dir_fd, self._owner_name, json.dumps(note).encode())
@@ -215,15 +208,10 @@ class FileTreeLock:
     def try_take(self) -> bool | None:
         """One attempt that never waits: ``True`` if taken, ``False`` if a peer holds it, ``None`` if this
         lock cannot be used at all (state of another UID, unreadable state). Release with ``__exit__``."""
-        from filelock import SoftFileLockProtocolError, Timeout
-
         try:
-            self._lock.acquire_write(blocking=False)
-        except Timeout:
-            return False
-        except (PermissionError, SoftFileLockProtocolError):
+            return self._attempt()
+        except (PermissionError, _Unreadable):
             return None
-        return True
 
     def __exit__(self, *exc: object) -> None:
         import logging

@@ -34,7 +34,7 @@ def options_args(options: InstallOptions) -> list[str]:
 class _Pip:
     name = "pip"
 
-    def version(self, options: InstallOptions) -> str:
+    def version(self) -> str:
         from importlib.metadata import PackageNotFoundError, version
 
         try:

@@ -472,42 +472,33 @@ class Repo:
 
     def _install(self, requested: Requested, tid: TreeId) -> tuple[Action, _Timing]:
         from ._install import install_locked
+        from ._lock import PeerFinished
 
         timing = _Timing()
         self._emit(Event("start", str(tid)))
         started = time.monotonic()
-        action = self._locked(
-            tid,
-            lambda lock: install_locked(self._layout, self._install_options, requested, tid, lock, timing),
-            # While we wait, a peer's publish ends the wait at once: the tree is there, no lock needed.
-            ready=lambda: check(self._layout, tid).state is State.PRESENT,
-            when_ready=lambda: "waited",
-        )
+        try:
+            action: Action = self._locked(
+                tid,
+                lambda lock: install_locked(self._layout, self._install_options, requested, tid, lock, timing),
+                # While we wait, a peer's publish ends the wait at once: the tree is there, no lock needed.
+                ready=lambda: check(self._layout, tid).state is State.PRESENT,
+            )
+        except PeerFinished:
+            action = "waited"
         timing.waited = max(0.0, time.monotonic() - started - timing.installing)
         self._emit(Event("done", str(tid), action, time.monotonic() - started))
         _log.logger().info("%s %s (%.1fs)", action, tid, time.monotonic() - started)
         return action, timing
 
-    def _locked(
-        self,
-        tid: TreeId,
-        step: Callable[[TreeLock], T],
-        *,
-        ready: Callable[[], bool] | None = None,
-        when_ready: Callable[[], T] | None = None,
-    ) -> T:
-        """Run ``step`` holding the tree's lock, with filesystem errors turned into clear ones; or, if ``ready()``
-        comes true while waiting for the lock, ``when_ready()`` without it."""
-        from ._lock import PeerFinished
-
+    def _locked(self, tid: TreeId, step: Callable[[TreeLock], T], *, ready: Callable[[], bool] | None = None) -> T:
+        """Run ``step`` holding the tree's lock, with filesystem errors turned into clear ones. With ``ready``,
+        :class:`PeerFinished` if it comes true while waiting for the lock (``step`` is then not run)."""
         try:
             self._layout.writable_fd()
             try:
-                with self._lock(tid, ready if when_ready is not None else None) as lock:
+                with self._lock(tid, ready) as lock:
                     return step(lock)
-            except PeerFinished:
-                assert when_ready is not None
-                return when_ready()
             except ForeignLock as foreign:
                 # Another UID created the lock between our look and our acquire.
                 from ._lock import NoLock, foreign_lock

@@ -107,7 +107,7 @@ def _values(setting: str | None) -> list[str]:
 class _Uv:
     name = "uv"
 
-    def version(self, options: InstallOptions) -> str:
+    def version(self) -> str:
         return _version(_binary())
 
     def command(self, options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str) -> list[str]:

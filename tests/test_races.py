@@ -146,6 +146,33 @@ def test_wait_timeout_exits_3_and_names_the_holder(repo: Path, index: IndexServe
     assert actions(out) == ["installed"]
 
 
+def test_a_waiter_ends_when_the_tree_is_published_not_when_the_lock_is_released(repo: Path, index: IndexServer) -> None:
+    from packaging.version import Version
+
+    from repoinstall._identity import TreeId, environment_tag
+    from repoinstall._layout import Layout
+    from repoinstall._lock import FileTreeLock, open_tree_lock
+    from repoinstall._options import LockSettings
+
+    slow_lock = ["--stale-after", "600", "--heartbeat", "20", "--wait-timeout", "60"]
+    layout = Layout(repo)
+    # This test holds the tree's lock (heartbeat running) for the whole test and never installs anything.
+    held = open_tree_lock(layout, TreeId(environment_tag(), "adaptor-a", Version("1.0")), LockSettings(600, 20))
+    assert isinstance(held, FileTreeLock)
+    with held:
+        waiter = start(*ensure_args(repo, index.url, "adaptor-a==1.0", fast=False), *slow_lock, "-v")
+        time.sleep(1.0)  # the waiter sees the held lock
+        # A --no-lock pod publishes the tree while the lock is still held by someone else.
+        publisher = run(*ensure_args(repo, index.url, "adaptor-a==1.0"), "--no-lock")
+        assert actions(publisher.stdout) == ["installed"], publisher.stderr
+        code, out, err = finish(waiter, timeout=60)
+        assert code == 0, err  # not exit 3: it stopped waiting when the tree appeared
+        assert actions(out) == ["waited"]
+        assert "waiting for" in err
+    layout.close()
+    assert index.downloads("adaptor_a-1.0") == 1
+
+
 def test_sigterm_releases_the_lock_and_cleans_up_at_once(repo: Path, index: IndexServer) -> None:
     index.delays["slow_pkg"] = 3.0
     slow_lock = ["--stale-after", "600", "--heartbeat", "1"]  # a lock left held would outlast the waiter
