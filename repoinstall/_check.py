@@ -44,12 +44,13 @@ def check(layout: Layout, tid: TreeId) -> Status:
         present = _exists(trees, tid)
         return Status(State.BROKEN if present else State.MISSING, record)
     try:
-        # One open for "<dist-info>/METADATA": what lies inside the tree is the tree's own content.
-        if record is not None and _names(_fs.read_file(tree, (f"{record.dist_info}/METADATA",)), tid):
+        # The dist-info the record names, opened without following a symlink: a planted link leads nowhere.
+        if record is not None and _names(_fs.read_file(tree, (record.dist_info, "METADATA")), tid):
             return Status(State.PRESENT, record, record.dist_info)
         # No (usable) record: find the project's own dist-info, by today's naming or by scanning the tree.
         guess = dist_info_name(tid.name, tid.version_text)
         candidates = [guess] + [e for e in os.listdir(tree) if e.endswith(".dist-info") and e != guess]
+        # os.listdir(fd) lists the open directory itself: nothing below it is followed.
         for entry in candidates:
             if _names(_fs.read_file(tree, (entry, "METADATA")), tid):
                 return Status(State.UNRECORDED, record, entry)

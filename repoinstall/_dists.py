@@ -1,20 +1,32 @@
-"""The distributions inside a tree: their ``*.dist-info`` metadata and RECORD hashes."""
+"""The distributions inside a tree: their ``*.dist-info`` metadata and RECORD hashes.
+
+Everything here reads through directory descriptors (see :mod:`repoinstall._walk`): a symlink inside a tree
+is a finding, never a way out of it, and a FIFO or device is never opened.
+"""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import hashlib
 import io
 import os
 import posixpath
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import _fs, _walk
 from ._metadata import parse_metadata
 
 #: pip --target installs into a temporary home scheme (purelib ``lib/python``, scripts ``bin``) and moves it
 #: into the target, so RECORD paths are relative to ``lib/python``: ``../../bin/tool`` is the tree's ``bin/tool``.
 _TARGET_PURELIB = "lib/python"
+#: The largest METADATA and RECORD read (torch's RECORD is about 2 MB).
+_METADATA_LIMIT = 1 << 20
+_RECORD_LIMIT = 64 << 20
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,33 +38,42 @@ class Dist:
     version: str
 
 
-def scan(tree: str) -> list[Dist]:
+@contextlib.contextmanager
+def opened(tree: int | str) -> Iterator[int]:
+    """A descriptor of ``tree``: an open directory as it is, or a path opened without following its last part."""
+    if isinstance(tree, int):
+        yield tree
+        return
+    fd = os.open(tree, _fs.DIR_FLAGS)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def scan(tree: int | str) -> list[Dist]:
     """Every dist-info in ``tree`` whose METADATA names a project and version."""
     found: list[Dist] = []
-    with os.scandir(tree) as entries:
-        for entry in entries:
-            if not entry.name.endswith(".dist-info") or not entry.is_dir(follow_symlinks=False):
+    with opened(tree) as fd:
+        for name, kind in _walk.entries(fd):
+            if kind != _walk.DIR or not name.endswith(".dist-info"):
                 continue
-            meta_path = os.path.join(entry.path, "METADATA")
-            if os.path.islink(meta_path):
-                continue
-            try:
-                with open(meta_path, "rb") as handle:
-                    parsed = parse_metadata(handle.read(1 << 20))
-            except OSError:
-                continue
-            if parsed is not None:
-                found.append(Dist(entry.name, *parsed))
-    return sorted(found, key=lambda dist: dist.dist_info)
+            data = _fs.read_file(fd, (name, "METADATA"), _METADATA_LIMIT)
+            if data is not None and (parsed := parse_metadata(data)) is not None:
+                found.append(Dist(name, *parsed))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
 class RecordProblems:
-    """What a RECORD check found wrong: files missing, files whose hash or size differs, files nobody recorded."""
+    """What a RECORD check found wrong: files missing, files whose hash, size or kind differs, files nobody
+    recorded. ``bytecode`` lists unrecorded ``__pycache__/*.pyc`` files (a worker that ran ``python -O`` on a
+    writable mount writes ``*.opt-1.pyc``): reported, but they do not make a tree wrong."""
 
     missing: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()
+    bytecode: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.missing or self.changed or self.extra)
@@ -76,82 +97,85 @@ def tree_relative(recorded: str) -> str | None:
     return path
 
 
-def record_rows(tree: str, dist: Dist) -> list[list[str]] | None:
-    """The rows of a dist's RECORD, or ``None`` if it is missing or unreadable."""
+def record_rows(tree: int | str, dist: Dist) -> list[list[str]] | None:
+    """The rows of a dist's RECORD, or ``None`` if it is missing, unreadable, not a regular file or too big."""
+    with opened(tree) as fd:
+        data = _fs.read_file(fd, (dist.dist_info, "RECORD"), _RECORD_LIMIT)
+    if data is None:
+        return None
     try:
-        with open(os.path.join(tree, dist.dist_info, "RECORD"), "rb") as handle:
-            return list(csv.reader(io.StringIO(handle.read().decode("utf-8"))))
-    except (OSError, UnicodeDecodeError, csv.Error):
+        return list(csv.reader(io.StringIO(data.decode("utf-8"))))
+    except (UnicodeDecodeError, csv.Error):
         return None
 
 
-def check_tree(tree: str, dists: list[Dist], *, extra: bool = True) -> RecordProblems:
-    """Check all ``dists`` of a tree against their RECORDs and, with ``extra``, find files none of them lists."""
+def is_bytecode(relative: str) -> bool:
+    """A compiled module in a ``__pycache__`` directory, as the interpreter writes them."""
+    return relative.endswith(".pyc") and posixpath.basename(posixpath.dirname(relative)) == "__pycache__"
+
+
+def check_tree(tree: int | str, dists: list[Dist], *, extra: bool = True) -> RecordProblems:
+    """Check all ``dists`` of a tree against their RECORDs and, with ``extra``, find files none of them lists.
+
+    One walk of the tree: each recorded file is hashed when the walk reaches it, through its directory's
+    descriptor, and only if it is a regular file; a symlink or FIFO where a file was installed is "changed".
+    """
     missing: list[str] = []
-    changed: list[str] = []
-    recorded: set[str] = set()
-    inside = _Inside(tree)
-    for dist in dists:
-        rows = record_rows(tree, dist)
-        if rows is None:
-            missing.append(f"{dist.dist_info}/RECORD")
-            continue
-        for row in rows:
-            if not row or (relative := tree_relative(row[0])) is None:
+    expected: dict[str, tuple[str, str]] = {}  # tree-relative path -> (hash field, size field)
+    with opened(tree) as fd:
+        for dist in dists:
+            rows = record_rows(fd, dist)
+            if rows is None:
+                missing.append(f"{dist.dist_info}/RECORD")
                 continue
-            recorded.add(relative)
-            problem = _check_file(
-                tree, inside, relative, row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else ""
-            )
-            if problem == "missing":
-                missing.append(relative)
-            elif problem == "changed":
-                changed.append(relative)
-    found_extra: list[str] = []
-    if extra:
-        for directory, subdirs, files in os.walk(tree):
-            subdirs.sort()
-            for name in sorted(files):
-                relative = os.path.relpath(os.path.join(directory, name), tree)
-                if relative not in recorded:
-                    found_extra.append(relative)
-    return RecordProblems(tuple(missing), tuple(changed), tuple(found_extra))
+            for row in rows:
+                if row and (relative := tree_relative(row[0])) is not None:
+                    expected[relative] = (row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else "")
+        changed: list[str] = []
+        found_extra: list[str] = []
+        bytecode: list[str] = []
+        for entry in _walk.walk(fd):
+            fields = expected.pop(entry.path, None)
+            if fields is not None:
+                if entry.kind != _walk.FILE or not _matches(entry.dir_fd, entry.name, *fields):
+                    changed.append(entry.path)
+            elif entry.kind == _walk.DIR:
+                changed.append(f"{entry.path}/ (nested deeper than {_walk.MAX_DEPTH} levels)")
+            elif is_bytecode(entry.path) and entry.kind == _walk.FILE:
+                bytecode.append(entry.path)
+            else:
+                found_extra.append(entry.path)
+    # RECORD lists itself without a hash; a recorded path the walk never reached (under a symlink, say) is missing.
+    missing += sorted(expected)
+    return RecordProblems(
+        tuple(missing), tuple(changed), tuple(found_extra) if extra else (), tuple(bytecode) if extra else ()
+    )
 
 
-class _Inside:
-    """Whether a path's directory resolves inside the tree; resolved once per directory, not once per file."""
-
-    def __init__(self, tree: str) -> None:
-        self._root = os.path.realpath(tree) + os.sep
-        self._seen: dict[str, bool] = {}
-
-    def __call__(self, path: str) -> bool:
-        directory = os.path.dirname(path)
-        if (known := self._seen.get(directory)) is None:
-            known = self._seen[directory] = (os.path.realpath(directory) + os.sep).startswith(self._root)
-        return known
-
-
-def _check_file(tree: str, inside: _Inside, relative: str, hash_field: str, size_field: str) -> str | None:
-    path = os.path.join(tree, relative)
-    if os.path.islink(path) or not inside(path):
-        return "changed"  # a symlink where a file was installed (or in a directory's place): never followed
-    if not hash_field:
-        # RECORD itself and pip's compiled bytecode carry no hash: they must only exist.
-        return None if os.path.isfile(path) or relative.endswith("/RECORD") else "missing"
+def _matches(dir_fd: int, name: str, hash_field: str, size_field: str) -> bool:
+    """Whether the regular file ``name`` has the recorded hash and size (no hash recorded: it only must exist)."""
     algorithm, _, expected = hash_field.partition("=")
     try:
-        digest = hashlib.new(algorithm)
+        digest = hashlib.new(algorithm) if hash_field else None
+    except ValueError:
+        return False  # an algorithm nobody can check is no proof
+    try:
+        fd = os.open(name, _fs.FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return False  # replaced since the listing
+        if digest is None:
+            return True
         size = 0
-        with open(path, "rb") as handle:
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-                size += len(chunk)
-    except FileNotFoundError:
-        return "missing"
-    except (OSError, ValueError):
-        return "changed"
+        while chunk := os.read(fd, _CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     actual = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
-    if actual != expected or (size_field and size_field != str(size)):
-        return "changed"
-    return None
+    return actual == expected and (not size_field or size_field == str(size))

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 from ._errors import RepoUnusable
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: O_NONBLOCK: opening a FIFO planted where a file belongs returns at once instead of waiting for a writer.
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 #: What an open reports when a component is missing, is a symlink (ELOOP), or is a file where a directory is due.
 _ABSENT = frozenset({errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.ESTALE})
 #: Group-writable, so pods with different UIDs that share an fsGroup can all use the repo.
@@ -29,7 +30,7 @@ def open_dir(dir_fd: int, parts: Sequence[str]) -> int | None:
     try:
         for part in parts:
             try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
             except OSError as error:
                 if error.errno in _ABSENT:
                     return None
@@ -50,7 +51,7 @@ def read_file(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22) -> bytes 
     if parent is None:
         return None
     try:
-        fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=parent)
+        fd = os.open(parts[-1], FILE_FLAGS, dir_fd=parent)
     except OSError as error:
         if error.errno in _ABSENT or error.errno == errno.ENXIO:
             return None
@@ -79,7 +80,7 @@ def make_dirs(dir_fd: int, parts: Sequence[str], where: str) -> int:
             except FileExistsError:
                 created = False
             try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
             except OSError as error:
                 if error.errno in (errno.ELOOP, errno.ENOTDIR):
                     shown = os.path.join(where, *parts[: index + 1])

@@ -1,11 +1,19 @@
 """Garbage collection: crashed installers' staging dirs, lock debris, trash, and (on request) unused trees.
 
-Every removal is safe against a concurrent ``ensure``:
+Every listing and removal goes through directory descriptors opened without following symlinks (see
+:mod:`repoinstall._walk`), and every removal first renames its victim into ``trash/`` and deletes it there
+(:meth:`Layout.discard`). So gc never leaves the repo: a symlink where one of the repo's own directories
+belongs is reported and left alone, and one among debris is removed as a link. And it never empties anything
+published: a path a peer renames into ``trees/`` is not in ``trash/``, and deleting only ever runs in ``trash/``.
 
-* a staging dir is removed only when no live holder can own it: we take the tree's lock (an installer
-  stages only under it), or the lock is held by someone other than the dir's owner;
-* a tree is unpublished by removing its record first, then renaming the tree into ``trash/`` and deleting
-  it there, so a concurrent ``ensure`` sees it missing (and reinstalls), never half-deleted;
+Every removal is safe against a concurrent ``ensure``, locked or not:
+
+* a staging dir is removed only once its owner is proven gone: its process no longer runs (same boot and pid
+  namespace), or its heartbeat stopped for the stale threshold (any other pod or node). A live ``--no-lock``
+  install is protected like a locked one. An install whose staging dir was taken anyway (paused past the
+  threshold) fails cleanly: it publishes by path, and the path is gone;
+* a tree is unpublished by removing its record first, then renaming the tree into ``trash/``, so a concurrent
+  ``ensure`` sees it missing (and reinstalls), never half-deleted;
 * lock state is removed only for a tree that is installed, whose lock nobody holds or waits for;
 * index answers cached in ``cache/index/`` are removed once expired and idle; a reader racing the removal
   just misses and asks the index. Facts about files (their ``Requires-Python``) never expire and are kept.
@@ -17,34 +25,27 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
-from . import _fs, _log, _manifest
+from . import _fs, _log, _manifest, _walk
 from ._check import State, check
-from ._errors import ForeignLock, LockTimeout
+from ._errors import ForeignLock, LockTimeout, RepoUnusable
 from ._identity import TreeId
-from ._layout import LOCK_SUFFIX, LOCKS, OWNER_NOTE, OWNER_SUFFIX, RECORDS, STAGING, TRASH, Layout
+from ._layout import LOCK_SUFFIX, LOCKS, OWNER_NOTE, OWNER_SUFFIX, RECORDS, STAGING, TRASH, Layout, read_only_filesystem
 from ._locks import inspect
 from ._options import LockSettings
 
 
 class Removal(NamedTuple):
-    kind: str  # staging, trash, lock, note, temp, tree, cache
+    kind: str  # staging, trash, lock, note, temp, tree, cache, symlink
     path: str
     reason: str
     done: bool
 
     def as_dict(self) -> dict[str, object]:
         return self._asdict()
-
-
-def _age(path: str, now: float) -> float:
-    try:
-        return now - os.stat(path, follow_symlinks=False).st_mtime
-    except OSError:
-        return 0.0
 
 
 class Collector:
@@ -68,6 +69,13 @@ class Collector:
         self.found: list[Removal] = []
 
     def run(self) -> list[Removal]:
+        root = self.layout.root_fd()
+        if root is None:
+            raise RepoUnusable(f"repo {self.layout.root} does not exist")
+        if not self.dry_run:
+            if read_only_filesystem(self.layout.root):
+                raise RepoUnusable(f"repo {self.layout.root} is read-only: gc can remove nothing (--dry-run lists)")
+            self.now = self._volume_now()
         self.trash()
         self.staging()
         self.lock_debris()
@@ -77,25 +85,218 @@ class Collector:
             self.unused_trees(self.unused_for)
         return self.found
 
-    def _remove(self, kind: str, path: str, reason: str, action: Callable[[], object]) -> None:
-        done = False
-        if not self.dry_run:
-            try:
-                action()
-                done = True
-            except OSError as error:
-                reason = f"{reason}; not removed: {error.strerror or error}"
-        self.found.append(Removal(kind, path, reason, done))
+    def _volume_now(self) -> float:
+        """The time by the repo's filesystem: ages compare its own mtimes, so a server's clock skew cannot matter."""
+        trash = _fs.make_dirs(self.layout.writable_fd(), (TRASH,), self.layout.root)
+        try:
+            os.utime(trash)  # "now", stamped by the server on a network filesystem
+            return os.fstat(trash).st_mtime
+        except OSError:
+            return time.time()
+        finally:
+            os.close(trash)
+
+    # ---- walking ------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _dir(self, parts: tuple[str, ...]) -> Iterator[int | None]:
+        """One of the repo's own directories, opened without following a symlink. A symlink or file in its place
+        is reported and left alone (it may be an operator's doing; it is never followed)."""
+        root = self.layout.root_fd()
+        fd = None if root is None else _fs.open_dir(root, parts)
+        if fd is None:
+            if root is not None and (kind := _kind(root, "/".join(parts))) not in (None, _walk.DIR):
+                what = "a symlink" if kind == _walk.LINK else "not a directory"
+                reason = f"{what} where a repo directory belongs: left alone"
+                self.found.append(Removal("symlink", self.layout.path(*parts), reason, False))
+            yield None
+            return
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _age(self, dir_fd: int, name: str) -> float:
+        try:
+            return self.now - os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime
+        except OSError:
+            return 0.0
+
+    def _discard(self, kind: str, parts: tuple[str, ...], name: str, reason: str) -> None:
+        """Remove ``parts/name`` (rename into trash/, delete there) and say so; or, with ``--dry-run``, only say."""
+        path = self.layout.path(*parts, name)
+        if self.dry_run:
+            self.found.append(Removal(kind, path, reason, False))
+            return
+        try:
+            outcome = self.layout.discard(parts, name, f"{kind}.{name}"[:120])
+        except OSError as error:
+            self.found.append(Removal(kind, path, f"{reason}; not removed: {error.strerror or error}", False))
+            return
+        if outcome is None:
+            return  # gone already: someone else removed it
+        self.found.append(Removal(kind, path, reason if outcome else f"{reason}; in trash/, not all deleted", outcome))
+
+    # ---- what is collected --------------------------------------------------------------------------------
+
+    def trash(self) -> None:
+        # Everything in trash/ was set aside whole by one rename; a crash may have left it undeleted. It is no
+        # longer reachable by any other path, so it is deleted in place.
+        with self._dir((TRASH,)) as trash:
+            if trash is None:
+                return
+            for name, _ in _walk.entries(trash):
+                if self._age(trash, name) < self.older_than:
+                    continue
+                path = self.layout.path(TRASH, name)
+                if self.dry_run:
+                    self.found.append(Removal("trash", path, "set aside earlier", False))
+                    continue
+                done = _walk.remove(trash, name)
+                self.found.append(Removal("trash", path, "set aside earlier" if done else "could not delete all", done))
+
+    def staging(self) -> None:
+        with self._dir((STAGING,)) as staging:
+            if staging is None:
+                return
+            for env, kind in _walk.entries(staging):
+                if kind != _walk.DIR:
+                    if self._age(staging, env) >= self.older_than:
+                        self._discard("staging", (STAGING,), env, "not a staging directory")
+                    continue
+                with self._dir((STAGING, env)) as env_fd:
+                    if env_fd is None:
+                        continue
+                    for name, what in _walk.entries(env_fd):
+                        if what != _walk.DIR:
+                            if self._age(env_fd, name) >= self.older_than:
+                                self._discard("staging", (STAGING, env), name, "not a staging directory")
+                        else:
+                            self._staging_dir(env_fd, env, name)
+
+    def _staging_dir(self, env_fd: int, env: str, name: str) -> None:
+        from ._staging import owner_alive
+
+        note = _json(_fs.read_file(env_fd, (name, OWNER_NOTE), 1 << 16))
+        # The note's mtime is the owner's heartbeat (the dir's own, if it died before writing one).
+        beat = min(self._age(env_fd, f"{name}/{OWNER_NOTE}") if note is not None else 1e18, self._age(env_fd, name))
+        if beat < self.older_than:
+            return
+        host, pid = (note or {}).get("host", "?"), (note or {}).get("pid", "?")
+        alive = None if note is None else owner_alive(note)
+        if alive:
+            _log.logger().info("kept %s: its installer (pid %s) is running", self.layout.path(STAGING, env, name), pid)
+            return
+        if alive is None:
+            # Another pod or node (or an older release's note): only a stopped heartbeat proves it dead.
+            if beat < self.settings.stale_after:
+                _log.logger().info("kept %s: heartbeat %.0fs ago", self.layout.path(STAGING, env, name), beat)
+                return
+            reason = f"left by {host} pid {pid} (no heartbeat for {beat:.0f}s)"
+        else:
+            reason = f"left by {host} pid {pid} (no longer running)"
+        # Renamed into trash/ first: if its owner renames its tree out at the same moment, the tree stays whole.
+        self._discard("staging", (STAGING, env), name, reason)
+
+    def lock_debris(self) -> None:
+        with self._dir((LOCKS,)) as top:
+            if top is None:
+                return
+        for tid in self.layout.discover(LOCKS):
+            parts = self.layout.lock_dir(tid)
+            info = inspect(self.layout, tid, self.settings.stale_after, self.now)
+            with self._dir(parts) as directory:
+                if directory is None:
+                    continue
+                state = tid.leaf + LOCK_SUFFIX
+                if _kind(directory, state) not in (None, _walk.DIR):
+                    if self._age(directory, state) >= self.older_than:
+                        self._discard("lock", parts, state, "not a lock's state directory")
+                    continue
+                note = tid.leaf + OWNER_SUFFIX
+                old_note = _kind(directory, note) is not None and self._age(directory, note) >= self.older_than
+                if not info.held and old_note:
+                    self._discard("note", parts, note, "owner note of a lock nobody holds")
+                idle = self._age(directory, f"{state}/gen") >= self.older_than
+            if info.held or info.waiters or not idle or check(self.layout, tid).state is not State.PRESENT:
+                continue
+            # Installed, unheld, unwaited and idle: nobody needs this lock's state any more. One rename takes
+            # the whole protocol dir away; a participant arriving later starts a fresh log (filelock allows it).
+            self._discard("lock", parts, state, "lock state of an installed tree, idle")
+
+    def temporaries(self) -> None:
+        # write_atomic's temporaries (".<name>.<random>.tmp") that a crash left behind.
+        for kind in (RECORDS, LOCKS):
+            with self._dir((kind,)) as top:
+                if top is None:
+                    continue
+                envs = [env for env, k in _walk.entries(top) if k == _walk.DIR]
+            for env in envs:
+                with self._dir((kind, env)) as env_fd:
+                    projects = [] if env_fd is None else [p for p, k in _walk.entries(env_fd) if k == _walk.DIR]
+                for project in projects:
+                    with self._dir((kind, env, project)) as directory:
+                        if directory is None:
+                            continue
+                        for entry, _ in _walk.entries(directory):
+                            temporary = entry.startswith(".") and entry.endswith(".tmp")
+                            if temporary and self._age(directory, entry) >= self.older_than:
+                                self._discard(
+                                    "temp", (kind, env, project), entry, "temporary file of an interrupted write"
+                                )
+
+    def index_cache(self) -> None:
+        from ._indexcache import CACHE_DIR
+
+        with self._dir(CACHE_DIR) as directory:
+            if directory is None:
+                return
+            for entry, kind in _walk.entries(directory):
+                if self._age(directory, entry) < self.older_than:
+                    continue
+                if kind == _walk.LINK:
+                    self._discard("cache", CACHE_DIR, entry, "a symlink among cached answers")
+                elif entry.startswith(".") and entry.endswith(".tmp"):
+                    self._discard("temp", CACHE_DIR, entry, "temporary file of an interrupted write")
+                elif entry.endswith(".json") and "found" in (_json(_fs.read_file(directory, (entry,))) or {"found": 1}):
+                    self._discard("cache", CACHE_DIR, entry, "expired index answer")
+                elif entry.endswith(LOCK_SUFFIX) and self._age(directory, f"{entry}/gen") >= self.older_than:
+                    self._discard("lock", CACHE_DIR, entry, "idle index cache lock")
+                elif entry.endswith(OWNER_SUFFIX):
+                    self._discard("note", CACHE_DIR, entry, "owner note of an idle index cache lock")
+
+    def unused_trees(self, unused_for: float) -> None:
+        for tid in self.layout.discover(RECORDS):
+            used = _manifest.last_used(self.layout, tid)
+            if used is None or self.now - used < unused_for:
+                continue
+            reason = f"not ensured for {(self.now - used) / 86400:.1f} days"
+            if self.dry_run:
+                self.found.append(Removal("tree", self.layout.tree_path(tid), reason, False))
+                continue
+
+            def unpublish(t: TreeId = tid, r: str = reason) -> None:
+                # Record first: from here a concurrent ensure sees the tree missing, never half-deleted.
+                _manifest.remove(self.layout, t)
+                with self._dir(self.layout.tree_dir(t)):
+                    pass  # reports a symlink in the way, if there is one
+                self._discard("tree", self.layout.tree_dir(t), t.leaf, r)
+
+            if not self._with_lock(tid, unpublish):
+                _log.logger().info("kept %s: its lock is held", tid)
 
     def _with_lock(self, tid: TreeId, step: Callable[[], None]) -> bool:
         """Run ``step`` holding the tree's lock without waiting; ``False`` if it cannot be had now, because a
-        peer holds it or because no lock can be had here at all (then only an expired lock proves anything)."""
+        peer holds it or because no lock can be had here at all."""
         if not self.settings.enabled:
             step()
             return True
         from ._lock import Unusable, open_tree_lock
 
-        lock = open_tree_lock(self.layout, tid, self.settings._replace(wait_timeout=0.0), announce=False)
+        try:
+            lock = open_tree_lock(self.layout, tid, self.settings._replace(wait_timeout=0.0), announce=False)
+        except RepoUnusable:
+            return False  # a symlink or file where its lock directory belongs: reported by lock_debris
         if isinstance(lock, Unusable):
             return False
         try:
@@ -105,131 +306,18 @@ class Collector:
             return False
         return True
 
-    def trash(self) -> None:
-        # Everything in trash/ was set aside whole by one rename; a crash may have left it undeleted.
-        directory = self.layout.path(TRASH)
-        for name in _listdir(directory):
-            path = os.path.join(directory, name)
-            if _age(path, self.now) >= self.older_than:
-                self._remove("trash", path, "set aside earlier", partial(_fs.remove_tree, path))
 
-    def staging(self) -> None:
-        for env in _listdir(self.layout.path(STAGING)):
-            for name in _listdir(self.layout.path(STAGING, env)):
-                path = self.layout.path(STAGING, env, name)
-                if _age(path, self.now) < self.older_than:
-                    continue
-                self._staging_dir(env, path)
-
-    def _staging_dir(self, env: str, path: str) -> None:
-        note = _read_json(os.path.join(path, OWNER_NOTE))
-        tid = None
-        if note is not None:
-            tid = TreeId.from_leaf(env, str(note.get("name", "")), str(note.get("leaf", "")))
-        if tid is None:
-            self._remove("staging", path, "staging dir of an unknown installer", partial(_fs.remove_tree, path))
-            return
-        owner = (note or {}).get("host"), (note or {}).get("pid")
-
-        def remove_locked() -> None:
-            # We hold the tree's lock: installers stage only under it, so this dir's owner is gone.
-            self._remove("staging", path, f"left by {owner[0]} pid {owner[1]}", partial(_fs.remove_tree, path))
-
-        if self.dry_run:
-            self.found.append(Removal("staging", path, f"left by {owner[0]} pid {owner[1]}", False))
-            return
-        if self._with_lock(tid, remove_locked):
-            return
-        holder = inspect(self.layout, tid, self.settings.stale_after, self.now)
-        left_by = f"left by {owner[0]} pid {owner[1]}"
-        if holder.stale:
-            # Proven expired: no heartbeat for the stale threshold, so a peer may take over at any moment.
-            self._remove("staging", path, f"{left_by} (its lock expired)", partial(_fs.remove_tree, path))
-        elif holder.host is not None and (holder.host, holder.pid) != owner:
-            # The live holder is someone else: this dir's owner lost the lock or died.
-            self._remove("staging", path, f"{left_by} (lock now held by {holder.host})", partial(_fs.remove_tree, path))
-
-    def lock_debris(self) -> None:
-        for tid in self.layout.discover(LOCKS):
-            info = inspect(self.layout, tid, self.settings.stale_after, self.now)
-            directory = self.layout.path(*self.layout.lock_dir(tid))
-            note = os.path.join(directory, tid.leaf + OWNER_SUFFIX)
-            if not info.held and os.path.lexists(note) and _age(note, self.now) >= self.older_than:
-                self._remove("note", note, "owner note of a lock nobody holds", partial(os.unlink, note))
-            idle = _age(os.path.join(info.path, "gen"), self.now) >= self.older_than
-            if info.held or info.waiters or not idle or check(self.layout, tid).state is not State.PRESENT:
-                continue
-            # Installed, unheld, unwaited and idle: nobody needs this lock's state any more. One rename takes
-            # the whole protocol dir away; a participant arriving later starts a fresh log (filelock allows it).
-            self._remove(
-                "lock",
-                info.path,
-                "lock state of an installed tree, idle",
-                partial(self.layout.discard, info.path, f"lock.{tid.name}"),
-            )
-
-    def temporaries(self) -> None:
-        # write_atomic's temporaries (".<name>.<random>.tmp") that a crash left behind.
-        for kind in (RECORDS, LOCKS):
-            for env in _listdir(self.layout.path(kind)):
-                for name in _listdir(self.layout.path(kind, env)):
-                    directory = self.layout.path(kind, env, name)
-                    for entry in os.listdir(directory):
-                        path = os.path.join(directory, entry)
-                        if entry.startswith(".") and entry.endswith(".tmp") and _age(path, self.now) >= self.older_than:
-                            self._remove(
-                                "temp", path, "temporary file of an interrupted write", partial(os.unlink, path)
-                            )
-
-    def index_cache(self) -> None:
-        from ._indexcache import CACHE_DIR
-
-        directory = self.layout.path(*CACHE_DIR)
-        for entry in _listdir(directory):
-            path = os.path.join(directory, entry)
-            if _age(path, self.now) < self.older_than:
-                continue
-            if entry.startswith(".") and entry.endswith(".tmp"):
-                self._remove("temp", path, "temporary file of an interrupted write", partial(os.unlink, path))
-            elif entry.endswith(".json") and "found" in (_read_json(path) or {"found": True}):
-                self._remove("cache", path, "expired index answer", partial(os.unlink, path))
-            elif entry.endswith(LOCK_SUFFIX) and _age(os.path.join(path, "gen"), self.now) >= self.older_than:
-                self._remove("lock", path, "idle index cache lock", partial(self.layout.discard, path, "lock.index"))
-            elif entry.endswith(OWNER_SUFFIX):
-                self._remove("note", path, "owner note of an idle index cache lock", partial(os.unlink, path))
-
-    def unused_trees(self, unused_for: float) -> None:
-        for tid in self.layout.discover(RECORDS):
-            used = _manifest.last_used(self.layout, tid)
-            if used is None or self.now - used < unused_for:
-                continue
-            path = self.layout.tree_path(tid)
-            reason = f"not ensured for {(self.now - used) / 86400:.1f} days"
-            if self.dry_run:
-                self.found.append(Removal("tree", path, reason, False))
-                continue
-
-            def unpublish(t: TreeId = tid, p: str = path, r: str = reason) -> None:
-                # Record first: from here a concurrent ensure sees the tree missing, never half-deleted.
-                _manifest.remove(self.layout, t)
-                if os.path.lexists(p):
-                    self._remove("tree", p, r, partial(self.layout.discard, p, f"tree.{t.name}"))
-
-            if not self._with_lock(tid, unpublish):
-                _log.logger().info("kept %s: its lock is held", tid)
-
-
-def _listdir(path: str) -> list[str]:
+def _kind(dir_fd: int, name: str) -> str | None:
+    """What ``name`` is (lstat: a symlink is a LINK), or ``None`` if nothing is there."""
     try:
-        return sorted(os.listdir(path))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+        return _walk.kind_of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return None
 
 
-def _read_json(path: str) -> dict[str, object] | None:
+def _json(data: bytes | None) -> dict[str, object] | None:
     try:
-        with open(path, "rb") as handle:
-            value = json.loads(handle.read(1 << 16))
-    except (OSError, ValueError):
+        value = json.loads(data or b"")
+    except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -6,7 +6,6 @@ lock for correctness: **the rename is the commit point; the lock only saves dupl
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import TYPE_CHECKING
@@ -14,7 +13,8 @@ from typing import TYPE_CHECKING
 from . import _fs, _log, _manifest
 from ._check import State, check
 from ._errors import InstallError
-from ._layout import OWNER_NOTE, STAGING, Layout
+from ._layout import Layout
+from ._options import HEARTBEAT
 
 if TYPE_CHECKING:
     from ._identity import TreeId
@@ -31,6 +31,7 @@ def install_locked(
     tid: TreeId,
     lock: TreeLock,
     timing: _Timing,
+    heartbeat: float = HEARTBEAT,
 ) -> Action:
     """Make the tree exist, returning what it took. The caller holds ``lock``."""
     # Check again inside the lock: a peer may have finished while we waited.
@@ -48,7 +49,7 @@ def install_locked(
         set_aside(layout, tid)
     started = time.monotonic()
     try:
-        return stage_and_publish(layout, options, requested, tid, lock)
+        return stage_and_publish(layout, options, requested, tid, lock, heartbeat)
     finally:
         timing.installing = time.monotonic() - started
 
@@ -57,12 +58,19 @@ def record_existing(layout: Layout, requested: Requested, tid: TreeId, dist_info
     """Write the record of a published tree that has none, if every RECORD hash in it checks out."""
     from ._dists import check_tree, scan
 
-    tree = layout.tree_path(tid)
-    dists = scan(tree)
-    if problems := check_tree(tree, dists):
-        _log.logger().warning("%s does not match its RECORDs (%s); reinstalling", tree, problems.summary())
+    tree = _fs.open_dir(layout.writable_fd(), (*layout.tree_dir(tid), tid.leaf))
+    if tree is None:
         return False
-    installer = _fs.read_file(layout.writable_fd(), (*layout.tree_dir(tid), tid.leaf, dist_info, "INSTALLER"))
+    try:
+        dists = scan(tree)
+        if problems := check_tree(tree, dists):
+            _log.logger().warning(
+                "%s does not match its RECORDs (%s); reinstalling", layout.tree_path(tid), problems.summary()
+            )
+            return False
+        installer = _fs.read_file(tree, (dist_info, "INSTALLER"))
+    finally:
+        os.close(tree)
     name = (installer or b"unknown").decode("utf-8", "replace").strip() or "unknown"
     _manifest.write(layout, tid, _manifest.Record.new(tid, requested.text, dist_info, dists, name, "unknown"))
     return True
@@ -71,90 +79,64 @@ def record_existing(layout: Layout, requested: Requested, tid: TreeId, dist_info
 def set_aside(layout: Layout, tid: TreeId) -> None:
     """Move a broken tree out of the way: the record goes first, so nobody sees a record with a broken tree."""
     _manifest.remove(layout, tid)
-    if layout.discard(layout.tree_path(tid), f"{tid.env}.{tid.name}.{tid.leaf}"):
+    if layout.discard(layout.tree_dir(tid), tid.leaf, f"{tid.env}.{tid.name}.{tid.leaf}") is not None:
         _log.logger().warning("moved a broken tree aside: %s", layout.tree_path(tid))
 
 
 def stage_and_publish(
-    layout: Layout, options: InstallOptions | None, requested: Requested, tid: TreeId, lock: TreeLock
+    layout: Layout,
+    options: InstallOptions | None,
+    requested: Requested,
+    tid: TreeId,
+    lock: TreeLock,
+    heartbeat: float = HEARTBEAT,
 ) -> Action:
     from . import _installer
     from ._dists import check_tree, scan
     from ._options import InstallOptions
-    from ._publish import publish
+    from ._staging import Staging
 
     options = options or InstallOptions()
-    staging = new_staging(layout, tid)
-    try:
-        # The installer creates the target itself: it never installs into a non-empty or final directory.
-        target = os.path.join(staging, "tree")
-        built = _installer.install(options, target, requested, tid.pin, staging, str(tid))
-        dists = scan(target)
-        own = [d for d in dists if tid.is_named(d.name, d.version)]
-        if not own:
-            raise InstallError(
-                f"{tid}: {built.installer} finished but the staged tree has no {tid.name} {tid.version} dist-info"
-            )
-        if problems := check_tree(target, dists):
-            raise InstallError(f"{tid}: staged tree does not match its RECORDs: {problems.summary()}")
-        record = _manifest.Record.new(tid, requested.text, own[0].dist_info, dists, *built)
-        final = layout.tree_path(tid)
-        os.close(_fs.make_dirs(layout.writable_fd(), layout.tree_dir(tid), layout.root))
-        # The rename is the commit point; the lock only saves duplicate work. After a lost lease, a peer
-        # may be publishing this very tree: publish() never replaces what is there, so theirs stands.
-        published = False if lock.lost.is_set() and os.path.lexists(final) else publish(target, final)
-        if not published:
-            # A peer published first (our lease lapsed, or --no-lock): use theirs once it checks out.
-            status = check(layout, tid)
-            if status.state is State.UNRECORDED:
-                assert status.dist_info is not None
-                record_existing(layout, requested, tid, status.dist_info)
-                status = check(layout, tid)
-            if status.state is State.PRESENT:
-                _log.logger().info("%s: a peer published it first; using theirs", tid)
-                return "waited"
-            raise InstallError(f"{tid}: {final} is taken by something that is not a valid tree")
-        # After the commit point. A crash before this write leaves an unrecorded tree that the next
-        # ensure re-records from its RECORD hashes, without pip.
-        _manifest.write(layout, tid, record)
-        return "installed"
-    finally:
-        _fs.remove_tree(staging)
-
-
-def new_staging(layout: Layout, tid: TreeId) -> str:
-    """A fresh, private staging dir on the repo's filesystem, so publishing is a rename, never a copy.
-
-    Its name carries the tree, host and pid, and ``owner.json`` inside says whose it is, so gc can tell a
-    crashed installer's leftovers from a live one's.
-    """
-    parent = _fs.make_dirs(layout.writable_fd(), (STAGING, tid.env), layout.root)
-    try:
-        host = os.uname().nodename
-        safe_host = "".join(c if c.isalnum() or c in "-_" else "_" for c in host)[:40]
-        name = f"{tid.name}-{tid.leaf}.{safe_host}.{os.getpid()}.{os.urandom(4).hex()}"
-        os.mkdir(name, _fs.DIR_MODE, dir_fd=parent)
-        directory = _fs.open_dir(parent, (name,))
-        assert directory is not None
+    # The staging dir lives (its heartbeat runs) exactly as long as this block: gc leaves it alone until then.
+    with Staging(layout, tid, heartbeat) as staging:
+        built = _installer.install(options, staging.target, requested, tid.pin, staging.path, str(tid))
+        tree = staging.tree_fd()
         try:
-            _fs.set_group_mode(directory, _fs.DIR_MODE)
-            note = {
-                "env": tid.env,
-                "name": tid.name,
-                "leaf": tid.leaf,
-                "host": host,
-                "pid": os.getpid(),
-                "started": time.time(),
-            }
-            _fs.write_atomic(directory, OWNER_NOTE, json.dumps(note).encode())
+            dists = scan(tree)
+            own = [d for d in dists if tid.is_named(d.name, d.version)]
+            if not own:
+                raise InstallError(
+                    f"{tid}: {built.installer} finished but the staged tree has no {tid.name} {tid.version} dist-info"
+                )
+            if problems := check_tree(tree, dists):
+                raise InstallError(f"{tid}: staged tree does not match its RECORDs: {problems.summary()}")
         finally:
-            os.close(directory)
-    finally:
-        os.close(parent)
-    return layout.path(STAGING, tid.env, name)
+            os.close(tree)
+        record = _manifest.Record.new(tid, requested.text, own[0].dist_info, dists, *built)
+        # The rename is the commit point; the lock only saves duplicate work. After a lost lease, a peer
+        # may be publishing this very tree: publish never replaces what is there, so theirs stands.
+        taken = lock.lost.is_set() and check(layout, tid).state is not State.MISSING
+        published = False if taken else staging.publish()
+    if not published:
+        # A peer published first (our lease lapsed, or --no-lock): use theirs once it checks out.
+        status = check(layout, tid)
+        if status.state is State.UNRECORDED:
+            assert status.dist_info is not None
+            record_existing(layout, requested, tid, status.dist_info)
+            status = check(layout, tid)
+        if status.state is State.PRESENT:
+            _log.logger().info("%s: a peer published it first; using theirs", tid)
+            return "waited"
+        raise InstallError(f"{tid}: {layout.tree_path(tid)} is taken by something that is not a valid tree")
+    # After the commit point. A crash before this write leaves an unrecorded tree that the next
+    # ensure re-records from its RECORD hashes, without pip.
+    _manifest.write(layout, tid, record)
+    return "installed"
 
 
-def repair_locked(layout: Layout, options: InstallOptions | None, tid: TreeId, lock: TreeLock) -> str:
+def repair_locked(
+    layout: Layout, options: InstallOptions | None, tid: TreeId, lock: TreeLock, heartbeat: float = HEARTBEAT
+) -> str:
     """Under the lock: verify again, then re-record a whole tree or reinstall a broken one; a healthy tree is
     never touched. Returns what it did: "ok", "re-recorded" or "reinstalled"."""
     from ._requirements import parse_spec
@@ -172,5 +154,5 @@ def repair_locked(layout: Layout, options: InstallOptions | None, tid: TreeId, l
         if status.dist_info is not None and record_existing(layout, requested, tid, status.dist_info):
             return "re-recorded"
     set_aside(layout, tid)
-    stage_and_publish(layout, options, requested, tid, lock)
+    stage_and_publish(layout, options, requested, tid, lock, heartbeat)
     return "reinstalled"

@@ -17,7 +17,7 @@ import os
 import stat
 import threading
 
-from . import _fs
+from . import _fs, _walk
 from ._errors import RepoUnusable
 from ._identity import TreeId
 
@@ -85,7 +85,7 @@ class Layout:
         # Relative to the open root and with effective ids: what this process can do there, whatever the
         # permissions of the directories above it.
         if not os.access(".", os.W_OK, dir_fd=fd, effective_ids=True):
-            if _read_only_filesystem(self.root):
+            if read_only_filesystem(self.root):
                 raise RepoUnusable(f"repo {self.root} is read-only: cannot install missing packages here")
             raise RepoUnusable(f"repo {self.root} is not writable by uid {os.getuid()}")
         return fd
@@ -127,36 +127,66 @@ class Layout:
     def discover(self, kind: str, env: str | None = None, name: str | None = None) -> list[TreeId]:
         """The trees that have an entry under ``kind`` (TREES, RECORDS or LOCKS), optionally of one env and name.
 
+        Listed through directory descriptors, so a symlink planted at any level is not followed (and not listed).
         Names that are not ours (temporary files, foreign debris) are skipped.
         """
         suffix = {TREES: "", RECORDS: RECORD_SUFFIX, LOCKS: LOCK_SUFFIX}[kind]
+        root = self.root_fd()
+        top = None if root is None else _fs.open_dir(root, (kind,))
+        if top is None:
+            return []
         found = []
-        for env_name in [env] if env else _listdirs(self.path(kind)):
-            for project in [name] if name else _listdirs(self.path(kind, env_name)):
-                try:
-                    entries = sorted(os.listdir(self.path(kind, env_name, project)))
-                except (FileNotFoundError, NotADirectoryError):
+        try:
+            for env_name in [env] if env else _subdirs(top):
+                env_fd = _fs.open_dir(top, (env_name,))
+                if env_fd is None:
                     continue
-                for entry in entries:
-                    if entry.startswith(".") or not entry.endswith(suffix):
-                        continue
-                    tid = TreeId.from_leaf(env_name, project, entry[: len(entry) - len(suffix)])
-                    if tid is not None:
-                        found.append(tid)
+                try:
+                    for project in [name] if name else _subdirs(env_fd):
+                        project_fd = _fs.open_dir(env_fd, (project,))
+                        if project_fd is None:
+                            continue
+                        try:
+                            entries = sorted(os.listdir(project_fd))
+                        finally:
+                            os.close(project_fd)
+                        for entry in entries:
+                            if entry.startswith(".") or not entry.endswith(suffix):
+                                continue
+                            tid = TreeId.from_leaf(env_name, project, entry[: len(entry) - len(suffix)])
+                            if tid is not None:
+                                found.append(tid)
+                finally:
+                    os.close(env_fd)
+        finally:
+            os.close(top)
         return found
 
-    def discard(self, path: str, label: str) -> bool:
-        """Take ``path`` out of the repo's view: one rename into trash/ (a symlink is moved, never followed),
-        then delete it there. A reader sees the whole thing or nothing, never a half-deleted tree.
-        ``False`` if ``path`` was already gone."""
-        os.close(_fs.make_dirs(self.writable_fd(), (TRASH,), self.root))
-        target = self.path(TRASH, f"{label}.{os.urandom(4).hex()}")
+    def discard(self, parts: tuple[str, ...], name: str, label: str) -> bool | None:
+        """Take ``parts/name`` out of the repo's view: one rename into trash/ (a symlink is moved, never followed),
+        then delete it there. A reader sees the whole thing or nothing, never a half-deleted tree, and a peer
+        that renames something into ``parts/name`` afterwards is untouched: the deletion only ever runs in trash/.
+
+        ``None`` if it was not there, ``True`` once deleted, ``False`` if set aside but not wholly deleted (gc
+        finishes it later). Raises :class:`RepoUnusable` if ``parts`` or trash/ is a symlink or file.
+        """
+        root = self.writable_fd()
+        parent = _fs.open_dir(root, parts)
+        if parent is None:
+            return None
         try:
-            os.rename(path, target)
-        except FileNotFoundError:
-            return False
-        _fs.remove_tree(target)
-        return True
+            trash = _fs.make_dirs(root, (TRASH,), self.root)
+            try:
+                target = f"{label}.{os.urandom(4).hex()}"
+                try:
+                    os.rename(name, target, src_dir_fd=parent, dst_dir_fd=trash)
+                except FileNotFoundError:
+                    return None
+                return _walk.remove(trash, target)
+            finally:
+                os.close(trash)
+        finally:
+            os.close(parent)
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
@@ -165,16 +195,14 @@ class Layout:
         return self.path(*self.tree_dir(tid), tid.leaf)
 
 
-def _read_only_filesystem(path: str) -> bool:
+def read_only_filesystem(path: str) -> bool:
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError as error:
         return error.errno == errno.EROFS
 
 
-def _listdirs(path: str) -> list[str]:
-    try:
-        with os.scandir(path) as entries:
-            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+def _subdirs(dir_fd: int) -> list[str]:
+    """The names of the real (not symlinked) directories in an open directory, sorted, hidden ones left out."""
+    with os.scandir(dir_fd) as entries:
+        return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))

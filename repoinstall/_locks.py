@@ -13,6 +13,7 @@ import os
 import time
 from typing import NamedTuple
 
+from . import _fs
 from ._identity import TreeId
 from ._layout import LOCK_SUFFIX, LOCKS, OWNER_SUFFIX, Layout
 
@@ -54,81 +55,99 @@ def _fields(data: bytes) -> dict[str, str]:
     return fields
 
 
-def _read(path: str) -> bytes | None:
+def _read(dir_fd: int | None, name: str) -> bytes | None:
+    return None if dir_fd is None else _fs.read_file(dir_fd, (name,), 1 << 16)
+
+
+def _names(dir_fd: int | None) -> list[str]:
     try:
-        with open(path, "rb") as handle:
-            return handle.read(1 << 16)
+        return [] if dir_fd is None else os.listdir(dir_fd)
     except OSError:
-        return None
+        return []
 
 
-def latest_writer(rw_dir: str) -> tuple[str | None, str | None]:
-    """(writer token, problem) from the newest readable generation of a lock's log."""
-    generations = os.path.join(rw_dir, "gen")
-    try:
-        names = sorted(
-            (n for n in os.listdir(generations) if len(n) == _GENERATION_DIGITS and n.isdigit()), reverse=True
-        )
-    except FileNotFoundError:
+def latest_writer(rw_fd: int, shown: str) -> tuple[str | None, str | None]:
+    """(writer token, problem) from the newest readable generation of a lock's log (its ``.rw`` dir open)."""
+    generations = _fs.open_dir(rw_fd, ("gen",))
+    if generations is None:
         return None, None
-    except OSError as error:
-        return None, f"cannot read {generations}: {error.strerror}"
-    for name in names:
-        data = _read(os.path.join(generations, name))
-        if data is None:
-            continue  # compacted between the listing and the read
-        if not data.startswith(b"filelock-rw/"):
-            return None, f"unreadable lock state in {os.path.join(generations, name)}"
-        return _fields(data).get("writer"), None
-    return None, None
+    try:
+        names = sorted((n for n in _names(generations) if len(n) == _GENERATION_DIGITS and n.isdigit()), reverse=True)
+        for name in names:
+            data = _read(generations, name)
+            if data is None:
+                continue  # compacted between the listing and the read
+            if not data.startswith(b"filelock-rw/"):
+                return None, f"unreadable lock state in {os.path.join(shown, 'gen', name)}"
+            return _fields(data).get("writer"), None
+        return None, None
+    finally:
+        os.close(generations)
 
 
 def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None = None) -> LockInfo:
-    directory = layout.path(*layout.lock_dir(tid))
-    rw_dir = os.path.join(directory, tid.leaf + LOCK_SUFFIX)
+    """What the lock's files say, read through directory descriptors: a symlink anywhere reads as no lock."""
+    rw_dir = os.path.join(layout.path(*layout.lock_dir(tid)), tid.leaf + LOCK_SUFFIX)
     now = time.time() if now is None else now
-    writer, problem = latest_writer(rw_dir)
-    holders_dir = os.path.join(rw_dir, "holders")
+    root = layout.root_fd()
+    directory = None if root is None else _fs.open_dir(root, layout.lock_dir(tid))
+    rw = None if directory is None else _fs.open_dir(directory, (tid.leaf + LOCK_SUFFIX,))
+    holders = None if rw is None else _fs.open_dir(rw, ("holders",))
     try:
-        tokens = [t for t in os.listdir(holders_dir) if not t.startswith(".")]
-    except OSError:
-        tokens = []
-    waiters = len([t for t in tokens if t != writer])
-    if writer is None:
-        return LockInfo(tid, rw_dir, False, None, None, None, False, waiters, problem)
-    record_path = os.path.join(holders_dir, writer)
-    record = _read(record_path)
-    if record is None:
-        # Named in the log but its heartbeat record is gone: a crashed holder whose lease a peer will end.
-        return LockInfo(tid, rw_dir, True, None, None, None, True, waiters, "holder record missing")
-    fields = _fields(record)
-    try:
-        age: float | None = max(0.0, now - os.stat(record_path).st_mtime)
-    except OSError:
-        age = None
-    try:
-        lease = max(stale_after, float(fields.get("lease", "0")))
-    except ValueError:
-        lease = stale_after
-    pid_text = fields.get("pid", "")
-    # filelock appends "?pidns-..." to the host of a process in a PID namespace (every container): drop it, so
-    # the host reads as the pod's hostname that our own notes carry.
-    host = (fields.get("host") or "").split("?pidns", 1)[0] or _owner_host(directory, tid)
-    return LockInfo(
-        tid,
-        rw_dir,
-        True,
-        host,
-        int(pid_text) if pid_text.isdigit() else None,
-        age,
-        age is not None and age > lease,
-        waiters,
-        problem,
-    )
+        if rw is None:
+            problem = None
+            if directory is not None and _exists(directory, tid.leaf + LOCK_SUFFIX):
+                problem = "lock state is not a directory (a symlink or file is in the way)"
+            return LockInfo(tid, rw_dir, False, None, None, None, False, 0, problem)
+        writer, problem = latest_writer(rw, rw_dir)
+        tokens = [t for t in _names(holders) if not t.startswith(".")]
+        waiters = len([t for t in tokens if t != writer])
+        if writer is None:
+            return LockInfo(tid, rw_dir, False, None, None, None, False, waiters, problem)
+        record = _read(holders, writer)
+        if record is None or holders is None:
+            # Named in the log but its heartbeat record is gone: a crashed holder whose lease a peer will end.
+            return LockInfo(tid, rw_dir, True, None, None, None, True, waiters, "holder record missing")
+        fields = _fields(record)
+        try:
+            age: float | None = max(0.0, now - os.stat(writer, dir_fd=holders, follow_symlinks=False).st_mtime)
+        except OSError:
+            age = None
+        try:
+            lease = max(stale_after, float(fields.get("lease", "0")))
+        except ValueError:
+            lease = stale_after
+        pid_text = fields.get("pid", "")
+        # filelock appends "?pidns-..." to the host of a process in a PID namespace (every container): drop it, so
+        # the host reads as the pod's hostname that our own notes carry.
+        host = (fields.get("host") or "").split("?pidns", 1)[0] or _owner_host(directory, tid)
+        return LockInfo(
+            tid,
+            rw_dir,
+            True,
+            host,
+            int(pid_text) if pid_text.isdigit() else None,
+            age,
+            age is not None and age > lease,
+            waiters,
+            problem,
+        )
+    finally:
+        for fd in (holders, rw, directory):
+            if fd is not None:
+                os.close(fd)
 
 
-def _owner_host(directory: str, tid: TreeId) -> str | None:
-    note = _read(os.path.join(directory, tid.leaf + OWNER_SUFFIX))
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def _owner_host(directory: int | None, tid: TreeId) -> str | None:
+    note = _read(directory, tid.leaf + OWNER_SUFFIX)
     try:
         return str(json.loads(note or b"")["host"])
     except (ValueError, KeyError, TypeError):

@@ -90,9 +90,9 @@ def read(layout: Layout, tid: TreeId) -> Record | None:
     fd = layout.env_fd(RECORDS, tid.env)
     if fd is None:
         return None
-    # One open for "<name>/<leaf>.json": a record only names a dist-info, and the tree it names is opened
-    # with no symlink followed, so a planted records/ symlink can mislead nothing.
-    data = _fs.read_file(fd, (f"{tid.name}/{tid.leaf}{RECORD_SUFFIX}",))
+    # "<name>" and "<leaf>.json" opened one at a time without following a symlink: a planted records/<env>/<name>
+    # link reads as "no record", so it can neither mislead the check nor lead a write (mark_used) outside.
+    data = _fs.read_file(fd, (tid.name, tid.leaf + RECORD_SUFFIX))
     return None if data is None else parse(data, tid)
 
 
@@ -125,10 +125,14 @@ USED_REFRESH = 3600.0
 
 def mark_used(layout: Layout, tid: TreeId, now: float) -> None:
     """Note that the tree was just ensured, if the note is older than :data:`USED_REFRESH` (best effort)."""
-    fd = layout.env_fd(RECORDS, tid.env)
+    records = layout.env_fd(RECORDS, tid.env)
+    if records is None:
+        return
+    # The record's directory opened without following a symlink, so the note is never written outside the repo.
+    fd = _fs.open_dir(records, (tid.name,))
     if fd is None:
         return
-    name = f"{tid.name}/{tid.leaf}{USED_SUFFIX}"
+    name = tid.leaf + USED_SUFFIX
     try:
         if now - os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime < USED_REFRESH:
             return
@@ -139,13 +143,22 @@ def mark_used(layout: Layout, tid: TreeId, now: float) -> None:
             os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _fs.FILE_MODE, dir_fd=fd))
     except OSError:
         pass  # a read-only repo or a foreign file: "last ensured" is only a hint for gc
+    finally:
+        os.close(fd)
 
 
 def last_used(layout: Layout, tid: TreeId) -> float | None:
     """When the tree was last ensured (the note's mtime), else when its record was written; ``None`` if neither."""
-    for suffix in (USED_SUFFIX, RECORD_SUFFIX):
-        try:
-            return os.stat(layout.path(RECORDS, tid.env, tid.name, tid.leaf + suffix), follow_symlinks=False).st_mtime
-        except OSError:
-            continue
-    return None
+    root = layout.root_fd()
+    fd = None if root is None else _fs.open_dir(root, layout.record_dir(tid))
+    if fd is None:
+        return None
+    try:
+        for suffix in (USED_SUFFIX, RECORD_SUFFIX):
+            try:
+                return os.stat(tid.leaf + suffix, dir_fd=fd, follow_symlinks=False).st_mtime
+            except OSError:
+                continue
+        return None
+    finally:
+        os.close(fd)

@@ -11,7 +11,6 @@ import errno
 import functools
 import os
 
-_AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
 #: What a rename onto a taken directory reports: local filesystems and NFS say EEXIST or ENOTEMPTY, sshfs EPERM.
 _TAKEN = frozenset({errno.EEXIST, errno.ENOTEMPTY, errno.EPERM, errno.EACCES, errno.EISDIR, errno.ENOTDIR})
@@ -25,12 +24,12 @@ def _renameat2() -> object | None:
         return None
 
 
-def _rename_noreplace(source: str, target: str) -> bool:
+def _rename_noreplace(src_fd: int, source: str, dst_fd: int, target: str) -> bool:
     """``renameat2(RENAME_NOREPLACE)``; ``False`` where the filesystem refuses flags (NFS, CephFS, FUSE)."""
     call = _renameat2()
     if call is None:
         return False
-    if call(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), _RENAME_NOREPLACE) == 0:  # type: ignore[operator]
+    if call(src_fd, os.fsencode(source), dst_fd, os.fsencode(target), _RENAME_NOREPLACE) == 0:  # type: ignore[operator]
         return True
     code = ctypes.get_errno()
     if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
@@ -38,19 +37,28 @@ def _rename_noreplace(source: str, target: str) -> bool:
     raise OSError(code, os.strerror(code), target)
 
 
-def publish(staged: str, final: str) -> bool:
-    """Rename ``staged`` to ``final``. ``True`` if ours is now published, ``False`` if ``final`` was taken."""
+def _taken(dst_fd: int, target: str) -> bool:
     try:
-        if _rename_noreplace(staged, final):
+        os.stat(target, dir_fd=dst_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def publish(src_fd: int, source: str, dst_fd: int, target: str) -> bool:
+    """Rename ``source`` (relative to ``src_fd``) to ``target`` (relative to ``dst_fd``). ``True`` if ours is now
+    published, ``False`` if ``target`` was taken."""
+    try:
+        if _rename_noreplace(src_fd, source, dst_fd, target):
             return True
         # No flags here: a plain rename of a directory still never replaces a non-empty one, and a tree is
         # never empty, so a peer's published tree cannot be overwritten.
-        if os.path.lexists(final):
+        if _taken(dst_fd, target):
             return False
-        os.rename(staged, final)
+        os.rename(source, target, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
         return True
     except OSError as error:
         # EPERM/EACCES also mean "taken" on sshfs, but only if something really is there now.
-        if error.errno in _TAKEN and os.path.lexists(final):
+        if error.errno in _TAKEN and _taken(dst_fd, target):
             return False
         raise

@@ -480,7 +480,9 @@ class Repo:
         try:
             action: Action = self._locked(
                 tid,
-                lambda lock: install_locked(self._layout, self._install_options, requested, tid, lock, timing),
+                lambda lock: install_locked(
+                    self._layout, self._install_options, requested, tid, lock, timing, self.settings.heartbeat
+                ),
                 # While we wait, a peer's publish ends the wait at once: the tree is there, no lock needed.
                 ready=lambda: check(self._layout, tid).state is State.PRESENT,
             )
@@ -537,7 +539,8 @@ class Repo:
         if report.tid.env != self.env:
             raise InstallError(f"{report.tid} ({report.tid.env}): built for another environment; repair it there")
         return self._locked(
-            report.tid, lambda lock: repair_locked(self._layout, self._install_options, report.tid, lock)
+            report.tid,
+            lambda lock: repair_locked(self._layout, self._install_options, report.tid, lock, self.settings.heartbeat),
         )
 
     def _as_recorded(self, tid: TreeId, record: _manifest.Record | None = None) -> TreeId:

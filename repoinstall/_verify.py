@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
+from . import _fs
 from ._check import State, check
 from ._dists import RecordProblems, check_tree, scan
 from ._identity import TreeId
@@ -35,6 +37,7 @@ class TreeReport(NamedTuple):
             "missing": list(self.problems.missing),
             "changed": list(self.problems.changed),
             "extra": list(self.problems.extra),
+            "bytecode": list(self.problems.bytecode),
             "notes": list(self.notes),
         }
 
@@ -48,17 +51,28 @@ def verify(layout: Layout, tid: TreeId) -> TreeReport:
         return TreeReport(tid, path, MISSING, RecordProblems(), (note,))
     if status.state is State.BROKEN:
         return TreeReport(tid, path, BROKEN, RecordProblems(), ("no dist-info names this project and version",))
-    dists = scan(path)
-    problems = check_tree(path, dists)
-    notes: list[str] = []
-    if status.state is State.UNRECORDED:
-        notes.append("no manifest record (a crash between publish and record?)")
-    elif status.record is not None:
+    root = layout.root_fd()
+    tree = None if root is None else _fs.open_dir(root, (*layout.tree_dir(tid), tid.leaf))
+    if tree is None:  # removed since the check
+        return TreeReport(tid, path, MISSING, RecordProblems(), ("removed while being verified",))
+    try:
+        dists = scan(tree)
+        problems = check_tree(tree, dists)
+    finally:
+        os.close(tree)
+    mismatched: list[str] = []  # the manifest record and the tree disagree on which dists are there
+    if status.state is State.PRESENT and status.record is not None:
         recorded = {(d.get("name"), d.get("version"), d.get("dist_info")) for d in status.record.dists}
         present = {(d.name, d.version, d.dist_info) for d in dists}
-        notes += [f"recorded but not in the tree: {n}=={v}" for n, v, _ in sorted(recorded - present, key=str)]
-        notes += [f"in the tree but not recorded: {n}=={v}" for n, v, _ in sorted(present - recorded, key=str)]
-    if problems or (notes and status.state is State.PRESENT):
+        mismatched += [f"recorded but not in the tree: {n}=={v}" for n, v, _ in sorted(recorded - present, key=str)]
+        mismatched += [f"in the tree but not recorded: {n}=={v}" for n, v, _ in sorted(present - recorded, key=str)]
+    notes = list(mismatched)
+    if status.state is State.UNRECORDED:
+        notes.append("no manifest record (a crash between publish and record?)")
+    if problems.bytecode:
+        # A worker running ``python -O`` on a writable mount writes *.opt-1.pyc: reported, not a fault of the tree.
+        notes.append(f"{len(problems.bytecode)} unrecorded bytecode file(s), e.g. {problems.bytecode[0]} (harmless)")
+    if problems or mismatched:
         return TreeReport(tid, path, CHANGED, problems, tuple(notes))
     if status.state is State.UNRECORDED:
         return TreeReport(tid, path, UNRECORDED, problems, tuple(notes))
