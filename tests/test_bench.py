@@ -52,3 +52,11 @@ def test_installers_benchmark_compares_pip_and_uv() -> None:
 def test_takeover_benchmark_measures_a_real_takeover() -> None:
     done = bench("takeover.py")  # it exits non-zero unless the waiter installed the tree after the SIGKILL
     assert "every takeover within stale + heartbeat + install:" in done.stdout, done.stdout
+
+
+def test_gc_race_benchmark_runs_and_gc_takes_only_dead_staging_dirs() -> None:
+    done = bench("gcrace.py")
+    header, row = (line.split(" | ") for line in done.stdout.splitlines()[-2:])
+    figures = dict(zip(header, row, strict=True))
+    assert figures["failed"] == "0" and figures["trees not ok"] == "0" and figures["deleted outside"] == "0", done.stdout
+    assert figures["staging removed"] == figures["killed"] == "8", done.stdout

@@ -72,6 +72,7 @@ def test_gc_leaves_a_planted_symlink_alone_and_deletes_nothing_outside(
     (repo / "staging" / env / "dead.host.1.abcd" / "important").write_text("keep me")
     (repo / "cache" / "index" / "answer.json").write_text(json.dumps({"found": [], "at": 0}))
     (repo / "cache" / "index" / ".x.json.1234.tmp").write_text("partial")
+    (repo / "records" / env / "adaptor-a" / ".1.json.1234.tmp").write_text("partial")
     inside = repo / where.replace("<env>", env).replace("<name>", "adaptor-a")
     outside = tmp_path / "outside" / inside.name
     _replace_with_link(inside, outside)
