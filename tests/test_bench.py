@@ -58,5 +58,5 @@ def test_gc_race_benchmark_runs_and_gc_takes_only_dead_staging_dirs() -> None:
     done = bench("gcrace.py")
     header, row = (line.split(" | ") for line in done.stdout.splitlines()[-2:])
     figures = dict(zip(header, row, strict=True))
-    assert figures["failed"] == "0" and figures["trees not ok"] == "0" and figures["deleted outside"] == "0", done.stdout
+    assert figures["failed"] == figures["trees not ok"] == figures["deleted outside"] == "0", done.stdout
     assert figures["staging removed"] == figures["killed"] == "8", done.stdout
