@@ -56,8 +56,10 @@ def _fail(error: RepoinstallError | str, code: int | None = None) -> NoReturn:
 
 
 def _repo_path(repo: str | None, quiet: bool) -> str:
-    if repo:
-        return repo
+    if repo is None and os.environ.get("REPOINSTALL_REPO") == "":
+        repo = ""  # set but empty (a missing value in a pod spec): an error, never the per-user default
+    if repo is not None:
+        return repo  # Layout refuses "" and "/" with one line
     path = default_repo()
     if not quiet:
         typer.echo(f"repoinstall: using the default repo {path}", err=True)
@@ -173,8 +175,9 @@ def _install_options(
         _fail(f"--cache-dir {cache_dir}: not a directory", 2)
 
     for path in constraint or []:
-        if not os.path.isfile(path):
-            _fail(f"{path}: constraints file not found", 2)
+        from ._textfile import read_text
+
+        read_text(path, "constraints file")  # a regular, bounded UTF-8 file, or one line and exit 2
     if install_timeout <= 0:
         _fail(f"--install-timeout must be positive, got {install_timeout}", 2)
     return InstallOptions(
@@ -422,7 +425,7 @@ def verify(
         for report in reports:
             detail = report.problems.summary() if report.problems else "; ".join(report.notes)
             line = f"{report.status:<10} {report.tid.pin}  {report.tid.env}  {report.path}"
-            typer.echo(line if report.ok else f"{line}\n           {detail}")
+            typer.echo(f"{line}\n           {detail}" if detail else line)  # an ok tree's notes too
         for done in repaired:
             typer.echo(f"{done['action']:<10} {done['tree']}  (repair)")
     for message in failed:
@@ -595,6 +598,9 @@ def main() -> None:
         args = args[:split]
     try:
         code = app(args=args, prog_name="repoinstall", standalone_mode=False)
+    except RepoinstallError as error:  # raised outside a command's own handling (e.g. while reading options)
+        typer.echo(f"repoinstall: error: {error}", err=True)
+        sys.exit(error.exit_code)
     except Abort:
         typer.echo("repoinstall: interrupted", err=True)
         sys.exit(130)
@@ -607,4 +613,24 @@ def main() -> None:
         where = f" (see {context.command_path} --help)" if context is not None else ""
         typer.echo(f"repoinstall: error: {message}{where}", err=True)
         sys.exit(getattr(error, "exit_code", 2))
+    except Exception as error:  # the last net: a bug is one line (its traceback with -v)
+        _internal_error(error, verbose=any(a in ("-v", "--verbose") for a in args))
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _internal_error(error: Exception, *, verbose: bool) -> NoReturn:
+    """A bug or an unforeseen failure: one line naming it, exit 1; credentials in URLs are redacted."""
+    import re
+    import traceback
+
+    def hide(text: str) -> str:
+        return re.sub(r"(://[^/@\s:]*:)[^@\s]*@", r"\1****@", text)
+
+    if verbose:
+        typer.echo(hide("".join(traceback.format_exception(error))).rstrip(), err=True)
+    first = str(error).splitlines()[0] if str(error) else ""
+    detail = f": {hide(first)}" if first else ""
+    typer.echo(
+        f"repoinstall: error: internal error: {type(error).__name__}{detail} (run with -v for details)", err=True
+    )
+    sys.exit(1)

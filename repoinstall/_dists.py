@@ -25,7 +25,7 @@ from ._metadata import parse_metadata
 _TARGET_PURELIB = "lib/python"
 #: The largest METADATA and RECORD read (torch's RECORD is about 2 MB).
 _METADATA_LIMIT = 1 << 20
-_RECORD_LIMIT = 64 << 20
+RECORD_LIMIT = 64 << 20
 _CHUNK = 1 << 20
 
 
@@ -100,7 +100,7 @@ def tree_relative(recorded: str) -> str | None:
 def record_rows(tree: int | str, dist: Dist) -> list[list[str]] | None:
     """The rows of a dist's RECORD, or ``None`` if it is missing, unreadable, not a regular file or too big."""
     with opened(tree) as fd:
-        data = _fs.read_file(fd, (dist.dist_info, "RECORD"), _RECORD_LIMIT)
+        data = _fs.read_file(fd, (dist.dist_info, "RECORD"), RECORD_LIMIT)
     if data is None:
         return None
     try:

@@ -33,7 +33,6 @@ def probe(layout: Layout) -> list[Finding]:
     found: list[Finding] = []
     root = layout.root
     try:
-        os.makedirs(root, exist_ok=True)
         scratch = os.path.join(root, f".doctor.{os.uname().nodename}.{os.getpid()}.{os.urandom(3).hex()}")
         os.mkdir(scratch)
     except OSError as error:

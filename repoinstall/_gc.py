@@ -33,7 +33,18 @@ from . import _fs, _log, _manifest, _walk
 from ._check import State, check
 from ._errors import ForeignLock, LockTimeout, RepoUnusable
 from ._identity import TreeId
-from ._layout import LOCK_SUFFIX, LOCKS, OWNER_NOTE, OWNER_SUFFIX, RECORDS, STAGING, TRASH, Layout, read_only_filesystem
+from ._layout import (
+    LOCK_SUFFIX,
+    LOCKS,
+    OWNER_NOTE,
+    OWNER_SUFFIX,
+    RECORDS,
+    STAGING,
+    TRASH,
+    TREES,
+    Layout,
+    read_only_filesystem,
+)
 from ._locks import inspect
 from ._options import LockSettings
 
@@ -81,6 +92,7 @@ class Collector:
         self.lock_debris()
         self.temporaries()
         self.index_cache()
+        self.planted_links()
         if self.unused_for is not None:
             self.unused_trees(self.unused_for)
         return self.found
@@ -264,6 +276,27 @@ class Collector:
                     self._discard("lock", CACHE_DIR, entry, "idle index cache lock")
                 elif entry.endswith(OWNER_SUFFIX):
                     self._discard("note", CACHE_DIR, entry, "owner note of an idle index cache lock")
+
+    def planted_links(self) -> None:
+        """Symlinks in trees/ and records/ down to a tree or record (``<env>/<name>/<leaf>``): reported and left
+        alone. No walk follows them, so they hide what they stand for; a person should look at them."""
+        for kind in (TREES, RECORDS):
+            with self._dir((kind,)) as top:
+                if top is not None:
+                    self._links_below(top, (kind,), levels=3)
+
+    def _links_below(self, fd: int, parts: tuple[str, ...], levels: int) -> None:
+        for name, kind in _walk.entries(fd):
+            if kind == _walk.LINK:
+                path = self.layout.path(*parts, name)
+                self.found.append(Removal("symlink", path, f"a symlink in {parts[0]}/: left alone", False))
+            elif kind == _walk.DIR and levels > 1:
+                below = _fs.open_dir(fd, (name,))  # at most three levels: bounded, never through a link
+                if below is not None:
+                    try:
+                        self._links_below(below, (*parts, name), levels - 1)
+                    finally:
+                        os.close(below)
 
     def unused_trees(self, unused_for: float) -> None:
         for tid in self.layout.discover(RECORDS):

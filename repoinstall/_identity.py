@@ -21,6 +21,13 @@ _ENV_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 _SEPARATORS = re.compile(r"[-_.]+")
 
+#: The longest file name a tree needs is its staging dir, ``<name>-<leaf>.<host, at most 40>.<pid, at most 7
+#: digits>.<8 hex>``: 59 bytes besides the project name and the leaf. Linux filesystems and NFS allow 255 bytes
+#: in one name, so name + leaf may have 196 (canonical names and leaves are ASCII: characters are bytes). The
+#: others are shorter: a record's temporary ``.<leaf>.json.<12 hex>.tmp`` is leaf + 23, a lock's state
+#: ``<leaf>.lock.rw`` leaf + 8, trash names are cut to 120. Longer is refused before anything is written.
+MAX_NAME_AND_LEAF = 196
+
 
 def canonical_name(name: str) -> str:
     """PEP 503's normalized name (what ``packaging.utils.canonicalize_name`` returns; a test compares them).
@@ -84,6 +91,12 @@ class TreeId(_Fields):
             if not _CANONICAL.match(extra):
                 raise InvalidRequirement(f"extra {extra!r} is not a canonical name")
         shown = f"[{','.join(extras)}]" if extras else ""
+        if len(name) + len(canonical) + len(shown) > MAX_NAME_AND_LEAF:
+            raise InvalidRequirement(
+                f"{name[:60]}{'...' if len(name) > 60 else ''}=={text[:60]}{'...' if len(text) > 60 else ''}: "
+                f"project name, version and extras are {len(name) + len(canonical) + len(shown)} characters "
+                f"together; at most {MAX_NAME_AND_LEAF} fit in a file name"
+            )
         return super().__new__(cls, env, name, version, extras, canonical + shown, f"{name}{shown}=={text}", text)
 
     @classmethod

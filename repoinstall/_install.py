@@ -94,12 +94,14 @@ def stage_and_publish(
     from . import _installer
     from ._dists import check_tree, scan
     from ._options import InstallOptions
+    from ._pipconfig import index_config
     from ._staging import Staging
 
     options = options or InstallOptions()
+    index_config(options)  # every index URL readable, or one line (exit 2) before an installer could show a password
     # The staging dir lives (its heartbeat runs) exactly as long as this block: gc leaves it alone until then.
     with Staging(layout, tid, heartbeat) as staging:
-        built = _installer.install(options, staging.target, requested, tid.pin, staging.path, str(tid))
+        built = _installer.install(options, staging.target, requested, tid.pin, staging.tmp, str(tid))
         tree = staging.tree_fd()
         try:
             dists = scan(tree)

@@ -53,10 +53,15 @@ def backend(name: str) -> Backend:
 
 
 def install(options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str, what: str) -> Built:
-    """Install ``pin`` into the empty ``target``; :class:`InstallError` with the installer's last lines if it fails."""
+    """Install ``pin`` into the empty ``target``; :class:`InstallError` with the installer's last lines if it fails.
+
+    ``scratch`` is the staging dir's private temporary directory: the installer's builds and downloads go there
+    (``TMPDIR``), on the repo's filesystem, removed with the staging dir and visible to gc if it is killed."""
     chosen = backend(options.installer)
     command = chosen.command(options, target, requested, pin, scratch)
-    run(command, chosen.environment(options), options.timeout, what, chosen.name)
+    env = chosen.environment(options)
+    env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
+    run(command, env, options.timeout, what, chosen.name)
     chosen.settle(target)
     return Built(chosen.name, chosen.version())
 
@@ -114,5 +119,8 @@ def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installe
         output = output_bytes.decode("utf-8", "replace")
         lines = [line for line in output.splitlines() if line.strip()]
         tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
-        reason = "the repo's filesystem is full" if "No space left on device" in output else f"{installer} failed"
-        raise InstallError(f"{what}: {reason} (exit {proc.returncode}):\n{tail}")
+        if "No space left on device" in output:
+            reason = f"the repo's filesystem is full ({installer} exited with {proc.returncode})"
+        else:
+            reason = f"{installer} failed (it exited with {proc.returncode})"
+        raise InstallError(f"{what}: {reason}:\n{tail}")

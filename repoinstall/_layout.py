@@ -36,6 +36,10 @@ OWNER_SUFFIX = ".owner"
 USED_SUFFIX = ".used"
 
 
+#: What a repo holds at its top; a directory with other entries and none of these is not a repo.
+_TOP = frozenset({TREES, RECORDS, LOCKS, STAGING, TRASH, "cache"})
+
+
 def default_repo() -> str:
     """The per-user default repo: ``$XDG_DATA_HOME/repoinstall/repo`` (``~/.local/share/...``)."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
@@ -46,7 +50,12 @@ class Layout:
     """The repo root and the paths of one tree's parts below it. Holds one directory descriptor of the root."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        path = os.path.abspath(os.fspath(root))
+        given = os.fspath(root)
+        if not given.strip():
+            raise RepoUnusable("the repo path is empty: name a directory (--repo DIR or REPOINSTALL_REPO)")
+        path = os.path.abspath(given)
+        if path == os.path.abspath(os.sep):
+            raise RepoUnusable("repo /: the filesystem root cannot be a repo: name a directory below it")
         try:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
@@ -63,20 +72,44 @@ class Layout:
     def root_fd(self, *, create: bool = False) -> int | None:
         """The root's descriptor, or ``None`` if the repo does not exist yet and ``create`` is false."""
         if self._fd is None:
+            created = False
             if create:
                 try:
-                    os.makedirs(self.root, 0o2775, exist_ok=True)
+                    os.mkdir(self.root, _fs.DIR_MODE)
+                    created = True
                 except FileExistsError:
-                    raise RepoUnusable(f"repo {self.root}: exists and is not a directory") from None
+                    pass
+                except FileNotFoundError:
+                    try:
+                        os.makedirs(self.root, _fs.DIR_MODE, exist_ok=True)
+                        created = True
+                    except OSError as error:
+                        raise RepoUnusable(f"repo {self.root}: cannot be created: {error.strerror}") from None
                 except OSError as error:
                     raise RepoUnusable(f"repo {self.root}: cannot be created: {error.strerror}") from None
             try:
                 self._fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             except FileNotFoundError:
                 return None
+            except NotADirectoryError:
+                raise RepoUnusable(f"repo {self.root}: exists and is not a directory") from None
             except OSError as error:
                 raise RepoUnusable(f"repo {self.root}: cannot be opened: {error.strerror}") from None
+            if created:
+                _fs.set_group_mode(self._fd, _fs.DIR_MODE)  # like every directory below it, whatever the umask
         return self._fd
+
+    def existing_fd(self) -> int:
+        """The root's descriptor for a command that reads a repo (verify, list, locks, gc, doctor): never created,
+        and :class:`RepoUnusable` if it is missing or a directory that is not a repo (so a mistyped --repo is
+        named, not reported as an empty repo)."""
+        fd = self.root_fd()
+        if fd is None:
+            raise RepoUnusable(f"repo {self.root} does not exist (ensure creates it)")
+        entries = os.listdir(fd)
+        if entries and not any(name in _TOP for name in entries):
+            raise RepoUnusable(f"{self.root} is not a repoinstall repo (it has no {'/, '.join(sorted(_TOP))}/)")
+        return fd
 
     def writable_fd(self) -> int:
         """The root's descriptor for an install; a clear error when the repo is read-only or not writable."""

@@ -14,12 +14,8 @@ _DESTINATION_VARIABLES = ("PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER", "P
 
 
 def options_args(options: InstallOptions) -> list[str]:
-    """The index and resolution options as pip arguments."""
+    """The resolution options as pip arguments; index URLs are in :meth:`_Pip.environment`."""
     args: list[str] = []
-    if options.index_url:
-        args += ["--index-url", options.index_url]
-    for url in options.extra_index_urls:
-        args += ["--extra-index-url", url]
     for location in options.find_links:
         args += ["--find-links", location]
     if options.no_index:
@@ -64,7 +60,17 @@ class _Pip:
         return [*base, "--require-hashes", "-r", hashed_requirements(scratch, requested, pin)]
 
     def environment(self, options: InstallOptions) -> dict[str, str]:
-        return {k: v for k, v in os.environ.items() if k not in _DESTINATION_VARIABLES}
+        env = {k: v for k, v in os.environ.items() if k not in _DESTINATION_VARIABLES}
+        # Index URLs may carry credentials: in pip's environment, never on its command line (/proc/<pid>/cmdline).
+        # A variable beats pip.conf as the option would; the extra indexes are the merged list pip would build
+        # from its configuration plus ours, since a variable replaces where an option adds.
+        if options.index_url:
+            env["PIP_INDEX_URL"] = options.index_url
+        if options.extra_index_urls:
+            from ._pipconfig import index_config
+
+            env["PIP_EXTRA_INDEX_URL"] = " ".join(index_config(options._replace(no_index=False)).index_urls[1:])
+        return env
 
     def settle(self, target: str) -> None:
         """pip's tree needs nothing: it records its bytecode in RECORD itself."""

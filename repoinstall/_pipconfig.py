@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from . import _log
 from ._options import InstallOptions
+from ._urls import check
 
 PYPI = "https://pypi.org/simple"
 #: pip's own defaults for the two network settings resolution shares with it.
@@ -52,9 +53,15 @@ def index_config(options: InstallOptions | None, *, pre: bool = False) -> IndexC
     primary = options.index_url or pip.get("index-url") or PYPI
     extras = [*pip.get("extra-index-url", "").split(), *options.extra_index_urls]
     indexes = () if no_index else tuple(dict.fromkeys([primary, *extras]))
+    find_links = tuple(dict.fromkeys([*pip.get("find-links", "").split(), *options.find_links]))
+    for url in indexes:
+        check(url, "index URL")
+    for location in find_links:
+        if "://" in location:
+            check(location, "find-links URL")
     return IndexConfig(
         index_urls=indexes,
-        find_links=tuple(dict.fromkeys([*pip.get("find-links", "").split(), *options.find_links])),
+        find_links=find_links,
         constraints=tuple(dict.fromkeys([*pip.get("constraint", "").split(), *options.constraints])),
         pre=pre or _flag(pip.get("pre")),
         timeout=_number(pip.get("timeout") or pip.get("default-timeout"), PIP_TIMEOUT, positive=True),

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
-from . import _log, _manifest
+from . import _fs, _log, _manifest
 from ._check import State, check
 from ._errors import (
     ForeignLock,
@@ -523,6 +523,7 @@ class Repo:
         from ._verify import verify
 
         wanted = [parse_spec(s, source="api") if isinstance(s, str) else s for s in specs]
+        self._layout.existing_fd()
         if wanted:
             tids = [tid for tid in (self._resolve_any(r) for r in wanted) if tid is not None]
         else:
@@ -563,6 +564,7 @@ class Repo:
         """Every install lock in the repo: holder, heartbeat age, stale by this repo's ``stale_after``."""
         from ._locks import list_locks
 
+        self._layout.existing_fd()
         return list_locks(self._layout, self.settings.stale_after)
 
     def gc(
@@ -572,8 +574,7 @@ class Repo:
         trees not ensured for that long); see :mod:`repoinstall._gc` for why each removal is safe."""
         from ._gc import Collector
 
-        if not os.path.isdir(self.path):
-            raise RepoUnusable(f"repo {self.path} does not exist")
+        self._layout.existing_fd()
         return Collector(
             self._layout, self.env, self.settings, older_than=older_than, unused_for=unused_for, dry_run=dry_run
         ).run()
@@ -582,6 +583,7 @@ class Repo:
         """Probe the repo's filesystem for what repoinstall relies on."""
         from ._doctor import probe
 
+        self._layout.existing_fd()  # probes an existing directory; ensure is what creates a repo
         return probe(self._layout)
 
     def tree_path(self, requested: Requested | str) -> str:
@@ -599,9 +601,14 @@ class Repo:
 
     def list(self) -> list[tuple[_manifest.Record, str]]:
         """Every recorded tree in the repo, all environments, with its path."""
+        root = self._layout.existing_fd()
         found = []
         for tid in self._layout.discover(RECORDS):
             record = _manifest.read(self._layout, tid)
+            tree = _fs.open_dir(root, (*self._layout.tree_dir(tid), tid.leaf))
+            if tree is None:
+                continue  # a record whose tree is gone (removed by hand, or mid-gc) is not an installed tree
+            os.close(tree)
             if record is not None:
                 found.append((record, self._layout.tree_path(tid)))
         return found

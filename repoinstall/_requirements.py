@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from ._errors import InvalidRequirement, RequirementsFileError
-from ._identity import canonical_name
+from ._identity import MAX_NAME_AND_LEAF, TreeId, canonical_name
+from ._textfile import read_text
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -98,7 +99,15 @@ def _parse_spec(spec: str, source: str, hashes: tuple[str, ...]) -> Requested:
     for value in hashes:
         if not _HASH.match(value):
             raise InvalidRequirement(f"{where}: --hash {value!r} is not algorithm:hexdigest")
-    return _plain(stripped, source, hashes) or _full(stripped, source, hashes, where)
+    requested = _plain(stripped, source, hashes) or _full(stripped, source, hashes, where)
+    if len(requested.name) >= MAX_NAME_AND_LEAF:  # refused before the index is asked (see MAX_NAME_AND_LEAF)
+        raise InvalidRequirement(
+            f"{where}: project name is {len(requested.name)} characters; at most {MAX_NAME_AND_LEAF - 1} fit in a "
+            "file name with its version"
+        )
+    if requested.pinned is not None:
+        TreeId("env", requested.name, requested.pinned, requested.extras)  # too long a pin: refused here, too
+    return requested
 
 
 def _full(stripped: str, source: str, hashes: tuple[str, ...], where: str) -> Requested:
@@ -167,17 +176,7 @@ def read_requirements_file(path: str, _seen: tuple[str, ...] = ()) -> list[Reque
     real = os.path.realpath(path)
     if real in _seen:
         raise RequirementsFileError(f"{path}: requirements files include each other in a loop")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise RequirementsFileError(f"{path}: requirements file not found") from None
-    except IsADirectoryError:
-        raise RequirementsFileError(f"{path}: is a directory, not a requirements file") from None
-    except UnicodeDecodeError:
-        raise RequirementsFileError(f"{path}: requirements file is not UTF-8 text") from None
-    except OSError as error:
-        raise RequirementsFileError(f"{path}: cannot read requirements file: {error.strerror}") from None
+    text = read_text(path, "requirements file")
     found: list[Requested] = []
     for number, line in _logical_lines(text):
         source = f"{path}:{number}"

@@ -18,11 +18,12 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from . import _http, _log
-from ._errors import ResolutionError
+from ._errors import RequirementsFileError, ResolutionError
 from ._http import Plan
 from ._identity import canonical_name
 from ._requirements import choose
 from ._sources import find_links_listing, index_listing
+from ._textfile import read_text
 from ._urls import redact
 from ._wheelmeta import requires_python
 
@@ -60,10 +61,9 @@ def constraint_specifier(paths: Sequence[str], project: str) -> SpecifierSet:
     combined = SpecifierSet()
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as handle:
-                lines = handle.read().splitlines()
-        except OSError:
-            continue  # pip itself reports an unreadable constraints file when it installs
+            lines = read_text(path, "constraints file").splitlines()
+        except RequirementsFileError:
+            continue  # pip itself reports an unusable constraints file when it installs
         for line in lines:
             text = line.split(" #", 1)[0].strip()
             if not text or text.startswith(("#", "-")):

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import urllib.parse
 
+from ._errors import InvalidInput
+
+_SCHEMES = ("http", "https", "file")
+
 
 def redact(url: str) -> str:
     """``https://user:secret@host/x`` -> ``https://user:****@host/x``; a lone token becomes ``****``."""
@@ -25,3 +29,33 @@ def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     user, _, password = userinfo.partition(":")
     bare = urllib.parse.urlunsplit(parts._replace(netloc=host))
     return bare, (urllib.parse.unquote(user), urllib.parse.unquote(password))
+
+
+def check(url: str, what: str) -> None:
+    """:class:`InvalidInput` (one line, the password never shown) if ``url`` cannot be an index or find-links URL.
+
+    A password holding an unencoded ``/``, ``?`` or ``#`` ends the host part early, so the URL's host, port and
+    path are read from the middle of the password: every parser (ours, httpx, pip, uv) would then ask the wrong
+    host, or show the password as a host or port in its error.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in _SCHEMES:
+        shown = url if "@" not in url else f"{scheme}{sep}****@{url.rsplit('@', 1)[1]}"
+        raise InvalidInput(f"{what} {shown}: not an http, https or file URL")
+    shown = f"{scheme}://****@{rest.rsplit('@', 1)[1]}" if "@" in rest else url
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (reading it validates it)
+    except ValueError as error:
+        # urllib's own message may quote the text it took for a port: that can be part of a password.
+        reason = "its port is not a number" if "cast to integer" in str(error) else str(error)
+        if "@" in rest:
+            reason += " (a password with '/', '?', '#' or '@' must be percent-encoded: %2F, %3F, %23, %40)"
+        raise InvalidInput(f"{what} {shown}: cannot be read: {reason}") from None
+    if "@" in parts.path + parts.query + parts.fragment and "@" not in parts.netloc:
+        raise InvalidInput(
+            f"{what} {shown}: cannot be read: a password with '/', '?', '#' or '@' must be percent-encoded "
+            "(%2F, %3F, %23, %40)"
+        )
+    if scheme.lower() != "file" and not parts.hostname:
+        raise InvalidInput(f"{what} {shown}: has no host")

@@ -2,10 +2,13 @@
 
 uv reads neither pip.conf nor ``PIP_*``, and has its own configuration. So that an index option means the
 same under both installers, uv gets pip's effective settings (as the resolver reads them) on its command
-line, with ``--no-config`` and without the ``UV_*`` variables that choose indexes or destinations:
+line and in its environment, with ``--no-config`` and without the user's own ``UV_*`` variables that choose
+indexes or destinations:
 
 * indexes are searched like pip does, best version across all of them (``--index-strategy unsafe-best-match``);
-* constraints, find-links, ``--no-index``, trusted hosts, ``pre``, ``only-binary``/``no-binary`` carry over;
+* index URLs and find-links go in ``UV_INDEX_URL``, ``UV_EXTRA_INDEX_URL`` and ``UV_FIND_LINKS``, never in
+  argv, since they may carry credentials;
+* constraints, ``--no-index``, trusted hosts, ``pre``, ``only-binary``/``no-binary`` carry over;
   pip's ``cert``, ``client-cert``, ``proxy``, ``timeout`` and ``retries`` become uv's environment;
 * hashes go in the same requirements file with ``--require-hashes``;
 * files are copied from uv's cache (``--link-mode copy``): a tree never shares an inode with a cache that may
@@ -104,6 +107,11 @@ def _values(setting: str | None) -> list[str]:
     return [value for value in re.split(r"[,\s]+", setting or "") if value]
 
 
+def _find_links_in_environment(locations: tuple[str, ...]) -> bool:
+    """uv reads ``UV_FIND_LINKS`` as a comma-separated list: a location with a comma stays on the command line."""
+    return bool(locations) and not any("," in location for location in locations)
+
+
 class _Uv:
     name = "uv"
 
@@ -133,14 +141,11 @@ class _Uv:
             "--index-strategy",
             "unsafe-best-match",
         ]
-        if config.index_urls:
-            args += ["--index-url", config.index_urls[0]]
-            for url in config.index_urls[1:]:
-                args += ["--extra-index-url", url]
-        else:
-            args.append("--no-index")
-        for location in config.find_links:
-            args += ["--find-links", location]
+        if not config.index_urls:
+            args.append("--no-index")  # the index URLs themselves travel in the environment (see environment())
+        if not _find_links_in_environment(config.find_links):
+            for location in config.find_links:
+                args += ["--find-links", location]
         for path in config.constraints:
             args += ["--constraint", os.path.abspath(path)]
         for host in config.trusted_hosts:
@@ -162,6 +167,14 @@ class _Uv:
         config = index_config(options)
         pip = pip_settings(options.python)
         env = {k: v for k, v in os.environ.items() if k not in _OVERRIDDEN}
+        # Index URLs may carry credentials (the chart passes its Secret in PIP_INDEX_URL): they go to uv in its
+        # environment, which only its own user can read, never on its command line (/proc/<pid>/cmdline).
+        if config.index_urls:
+            env["UV_INDEX_URL"] = config.index_urls[0]
+            if config.index_urls[1:]:
+                env["UV_EXTRA_INDEX_URL"] = " ".join(config.index_urls[1:])
+        if _find_links_in_environment(config.find_links):
+            env["UV_FIND_LINKS"] = ",".join(config.find_links)
         env["UV_HTTP_TIMEOUT"] = str(max(1, round(config.timeout)))
         env["UV_HTTP_RETRIES"] = str(config.retries)
         if config.cert:
@@ -173,44 +186,49 @@ class _Uv:
         return env
 
     def settle(self, target: str) -> None:
-        """Make uv's tree look like pip's: no uv lock file, and compiled bytecode listed in its dist's RECORD."""
-        from ._dists import record_rows, scan, tree_relative
+        """Make uv's tree look like pip's: no uv lock file, and compiled bytecode listed in its dist's RECORD.
 
-        dists = scan(target)
-        owner: dict[str, str] = {}  # recorded source file -> the dist-info whose RECORD lists it
-        recorded: set[str] = set()
-        for dist in dists:
-            for row in record_rows(target, dist) or []:
-                if row and (relative := tree_relative(row[0])) is not None:
-                    recorded.add(relative)
-                    if relative.endswith(".py"):
-                        owner[relative] = dist.dist_info
-        lock = os.path.join(target, ".lock")  # uv's lock on the target environment, not part of any dist
-        if ".lock" not in recorded and os.path.isfile(lock) and not os.path.islink(lock):
-            os.unlink(lock)
-        added: dict[str, list[str]] = {}
-        for directory, _, files in os.walk(target):
-            if os.path.basename(directory) != "__pycache__":
-                continue
-            parent = os.path.relpath(os.path.dirname(directory), target)
-            for name in sorted(files):
+        Walked by descriptor like every other tree walk (no symlink followed, no recursion)."""
+        from . import _fs, _walk
+        from ._dists import RECORD_LIMIT, opened, record_rows, scan, tree_relative
+
+        with opened(target) as tree:
+            owner: dict[str, str] = {}  # recorded source file -> the dist-info whose RECORD lists it
+            recorded: set[str] = set()
+            for dist in scan(tree):
+                for row in record_rows(tree, dist) or []:
+                    if row and (relative := tree_relative(row[0])) is not None:
+                        recorded.add(relative)
+                        if relative.endswith(".py"):
+                            owner[relative] = dist.dist_info
+            # uv's lock on the target environment is not part of any dist.
+            if ".lock" not in recorded and (".lock", _walk.FILE) in _walk.entries(tree):
+                os.unlink(".lock", dir_fd=tree)
+            added: dict[str, list[str]] = {}
+            for entry in _walk.walk(tree):
+                parent, _, name = entry.path.rpartition("/")
+                directory, _, cache = parent.rpartition("/")
                 match = _PYC.match(name)
-                relative = os.path.relpath(os.path.join(directory, name), target)
-                if match is None or relative in recorded:
+                if entry.kind != _walk.FILE or cache != "__pycache__" or match is None or entry.path in recorded:
                     continue
-                source = os.path.normpath(os.path.join(parent, match["stem"] + ".py"))
+                source = f"{directory}/{match['stem']}.py" if directory else f"{match['stem']}.py"
                 if source in owner:
                     # Like pip: bytecode is listed without a hash (it is only checked to exist).
-                    added.setdefault(owner[source], []).append(relative)
-        for dist_info, bytecode in added.items():
-            record = os.path.join(target, dist_info, "RECORD")
-            with open(record, encoding="utf-8", newline="") as handle:
-                rows = handle.read()
-            more = io.StringIO()
-            csv.writer(more, lineterminator="\n").writerows([relative, "", ""] for relative in bytecode)
-            with open(record, "w", encoding="utf-8", newline="") as handle:  # staging is private: no reader
-                handle.write(rows if rows.endswith("\n") or not rows else rows + "\n")
-                handle.write(more.getvalue())
+                    added.setdefault(owner[source], []).append(entry.path)
+            for dist_info, bytecode in added.items():
+                raw = _fs.read_file(tree, (dist_info, "RECORD"), RECORD_LIMIT)
+                if raw is None:
+                    continue  # read a moment ago by record_rows: only a racing writer could make it go
+                rows = raw.decode("utf-8")
+                more = io.StringIO()
+                more.write(rows if rows.endswith("\n") or not rows else rows + "\n")
+                csv.writer(more, lineterminator="\n").writerows([relative, "", ""] for relative in bytecode)
+                dist_fd = _fs.open_dir(tree, (dist_info,))
+                if dist_fd is not None:
+                    try:
+                        _fs.write_atomic(dist_fd, "RECORD", more.getvalue().encode("utf-8"))  # staging: no reader
+                    finally:
+                        os.close(dist_fd)
 
 
 UV = _Uv()

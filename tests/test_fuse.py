@@ -71,6 +71,7 @@ def test_sigkilled_holder_on_one_client_is_taken_over_from_another(
 
 def test_doctor_reports_what_this_filesystem_does(two_clients: tuple[Path, Path]) -> None:
     a, _ = two_clients
+    (a / "repo").mkdir(exist_ok=True)  # doctor probes an existing directory; it never creates the repo
     done = run("doctor", "--repo", a / "repo", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     findings = {f["check"]: f["result"] for f in json.loads(done.stdout)["findings"]}
@@ -80,6 +81,7 @@ def test_doctor_reports_what_this_filesystem_does(two_clients: tuple[Path, Path]
 
 def test_doctor_fails_where_hard_links_are_missing(tmp_path: Path) -> None:
     for [mount] in _mount(tmp_path, ["nolinks"], "--no-links"):
+        (mount / "repo").mkdir()
         done = run("doctor", "--repo", mount / "repo")
         assert done.returncode == 1
         assert "FAIL  hard links: unsupported (EPERM)" in done.stdout

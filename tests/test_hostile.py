@@ -93,7 +93,7 @@ def test_gc_leaves_a_planted_symlink_alone_and_deletes_nothing_outside(
         # Debris among staging dirs: removed as a link (renamed into trash/, unlinked there), never followed.
         assert f"removed      staging  {inside}" in done.stdout, done.stdout
         assert not os.path.lexists(inside)
-    elif where != "records/<env>/<name>":  # a link to a project's records dir hides its trees from gc, nothing more
+    else:
         assert f"{inside}" in done.stdout and "left alone" in done.stdout, done.stdout
         assert done.returncode == 1  # gc could not clean everything: the link is for a person to look at
 
@@ -108,6 +108,7 @@ def test_gc_with_unused_for_never_removes_trees_through_a_symlinked_trees_dir(
     done = _gc(repo, "--unused-for", "0")
     assert snapshot(outside) == before
     assert not any(line.startswith("removed      tree") for line in done.stdout.splitlines()), done.stdout
+    assert done.returncode == 1 and f"kept         symlink  {repo / 'trees'}" in done.stdout, done.stdout
 
 
 def test_the_lock_free_check_does_not_follow_a_symlinked_records_dir(
@@ -285,6 +286,8 @@ def test_extra_bytecode_from_python_O_is_reported_not_broken(repo: Path, index: 
     assert found.returncode == 0, found.stdout
     (report,) = json.loads(found.stdout)["trees"]
     assert report["status"] == "ok" and report["bytecode"] == [str(written[0].relative_to(tree))]
+    shown = run("verify", "--all", "--repo", repo)
+    assert shown.returncode == 0 and "bytecode" in shown.stdout.splitlines()[1], shown.stdout  # the note is shown
     repaired = run("verify", "--all", "--repair", "--repo", repo, "--json", *LOCK)
     assert repaired.returncode == 0 and json.loads(repaired.stdout)["repaired"] == []
     assert snapshot(tree) == before  # the healthy tree was not touched

@@ -142,6 +142,7 @@ def test_locks_shows_the_holder_and_when_it_goes_stale(repo: Path, index: IndexS
 
 
 def test_doctor_on_a_local_disk(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
     done = run("doctor", "--repo", tmp_path / "repo", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     findings = {f["check"]: f for f in json.loads(done.stdout)["findings"]}

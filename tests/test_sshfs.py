@@ -45,6 +45,7 @@ def test_racing_pods_on_sshfs_leave_one_whole_tree(sshfs_repo: Path, index: Inde
 
 
 def test_doctor_on_sshfs_names_the_problem(sshfs_repo: Path) -> None:
+    sshfs_repo.mkdir(exist_ok=True)
     done = run("doctor", "--repo", sshfs_repo, "--json")
     assert done.returncode == 1
     findings = {f["check"]: f for f in json.loads(done.stdout)["findings"]}

@@ -1,0 +1,47 @@
+"""Reading a text file the user named (requirements, constraints): a regular file, bounded, UTF-8 as pip reads it."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from ._errors import RequirementsFileError
+
+#: Larger than any real requirements or constraints file (a lock file of 5,000 hashed pins is about 2 MiB), small
+#: enough that ``-r /dev/zero`` or a runaway generator cannot take a pod's memory.
+MAX_BYTES = 16 * 1024 * 1024
+
+
+def read_text(path: str, what: str) -> str:
+    """The file's text; :class:`RequirementsFileError` (exit 2) with one line if it cannot be one.
+
+    Opened non-blocking and checked with fstat before any read, so a FIFO, socket or device is refused instead of
+    blocking or streaming forever. A UTF-8 byte-order mark is dropped, as pip does.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise RequirementsFileError(f"{path}: {what} not found") from None
+    except OSError as error:
+        raise RequirementsFileError(f"{path}: cannot read {what}: {error.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise RequirementsFileError(f"{path}: is a directory, not a {what}")
+        if not stat.S_ISREG(mode):
+            raise RequirementsFileError(f"{path}: is not a regular file (a pipe, socket or device), not a {what}")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, min(1 << 20, MAX_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_BYTES:
+                raise RequirementsFileError(f"{path}: {what} is larger than {MAX_BYTES // (1024 * 1024)} MiB")
+    except OSError as error:
+        raise RequirementsFileError(f"{path}: cannot read {what}: {error.strerror}") from None
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise RequirementsFileError(f"{path}: {what} is not UTF-8 text") from None
