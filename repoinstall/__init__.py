@@ -19,7 +19,8 @@ from ._errors import (
     ResolutionError,
 )
 from ._options import InstallOptions, LockSettings
-from ._repo import EnsureResult, Event, Repo
+from ._repo import Repo
+from ._results import EnsureResult, Event
 
 __all__ = [
     "ActivationConflict",

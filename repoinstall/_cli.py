@@ -14,7 +14,8 @@ from . import _log
 from ._errors import RepoinstallError
 from ._layout import default_repo
 from ._options import HEARTBEAT, INDEX_TTL, INSTALL_TIMEOUT, STALE_AFTER, WAIT_TIMEOUT
-from ._repo import EnsureResult, Repo
+from ._repo import Repo
+from ._results import EnsureResult
 
 if TYPE_CHECKING:
     from ._options import InstallOptions

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from ._identity import TreeId
     from ._lock import TreeLock
     from ._options import InstallOptions
-    from ._repo import Action, _Timing
     from ._requirements import Requested
+    from ._results import Action, Timing
 
 
 def install_locked(
@@ -30,7 +30,7 @@ def install_locked(
     requested: Requested,
     tid: TreeId,
     lock: TreeLock,
-    timing: _Timing,
+    timing: Timing,
     heartbeat: float = HEARTBEAT,
 ) -> Action:
     """Make the tree exist, returning what it took. The caller holds ``lock``."""

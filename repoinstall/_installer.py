@@ -9,7 +9,6 @@ file is listed in some RECORD. What they differ in stays inside their module.
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import threading
 from typing import NamedTuple, Protocol
@@ -64,16 +63,6 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
     run(command, env, options.timeout, what, chosen.name)
     chosen.settle(target)
     return Built(chosen.name, chosen.version())
-
-
-def hashed_requirements(scratch: str, requested: Requested, pin: str) -> str:
-    """A requirements file holding the pin and its hashes: hashes only travel in one, for pip and uv alike.
-
-    Written from the validated pin, nothing user-shaped."""
-    path = os.path.join(scratch, "requirements.txt")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(pin + "".join(f" --hash={h}" for h in requested.hashes) + "\n")
-    return path
 
 
 #: Installers running now, so a SIGTERM can stop all of them at once (worker threads included).

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 
-from ._installer import hashed_requirements
 from ._options import InstallOptions
-from ._requirements import Requested
+from ._requirements import Requested, hashed_requirements
 
 #: pip settings that would send files somewhere other than --target; everything else in PIP_* and pip.conf
 #: (indexes, certificates, proxies, find-links) stays in force, since that is how users reach private indexes.

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import TextIO
 
-from ._repo import Event
+from ._results import Event
 
 _FRAMES = "|/-\\"
 _CLEAR = "\r\x1b[K"

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from . import _fs, _log, _manifest
 from ._check import State, check
@@ -25,6 +25,7 @@ from ._identity import TreeId, environment_tag
 from ._layout import RECORDS, TREES, Layout, default_repo
 from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, INSTALLERS, STALE_AFTER, WAIT_TIMEOUT, LockSettings
 from ._requirements import Requested, parse_spec
+from ._results import Action, EnsureResult, Event, Timing
 
 if TYPE_CHECKING:
     import asyncio
@@ -42,44 +43,7 @@ if TYPE_CHECKING:
     from ._resolve import Resolver
     from ._verify import TreeReport
 
-Action = Literal["present", "installed", "repaired", "waited", "skipped"]
 T = TypeVar("T")
-
-
-class EnsureResult(NamedTuple):
-    """The outcome of one ensure: which tree satisfies the requirement, where it is, and what it took."""
-
-    requirement: str
-    name: str
-    version: str | None
-    path: str | None
-    action: Action
-    extras: tuple[str, ...] = ()
-    seconds_waited: float = 0.0
-    seconds_installing: float = 0.0
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "requirement": self.requirement,
-            "name": self.name,
-            "version": self.version,
-            "path": self.path,
-            "action": self.action,
-        }
-
-
-class Event(NamedTuple):
-    """Reported to ``Repo(on_event=...)``: when an install starts ("start") and ends ("done"), and once per
-    ensure ("ensured": the requirement, its action, seconds waited for a peer and seconds installing), which is
-    what a worker runtime reports. Hooks run on the thread that did the work: keep them short."""
-
-    kind: Literal["start", "done", "ensured"]
-    tree: str
-    action: Action | None = None
-    seconds: float = 0.0
-    requirement: str = ""
-    seconds_waited: float = 0.0
-    seconds_installing: float = 0.0
 
 
 class _Offline(NamedTuple):
@@ -89,16 +53,6 @@ class _Offline(NamedTuple):
     requested: Requested
     tid: TreeId | None
     ask_index: bool
-
-
-class _Timing:
-    """Seconds spent waiting for the lock and installing, filled in as an install goes."""
-
-    __slots__ = ("installing", "waited")
-
-    def __init__(self) -> None:
-        self.waited = 0.0
-        self.installing = 0.0
 
 
 class Repo:
@@ -133,7 +87,7 @@ class Repo:
         self.jobs = jobs
         self._install_options = install
         self._on_event = on_event
-        self._flights: SingleFlight[tuple[Action, _Timing]] | None = None
+        self._flights: SingleFlight[tuple[Action, Timing]] | None = None
         self._warned: set[str] = set()
         #: Unpinned specs: installed trees first (no network) unless ``refresh``; then the index, as pip would.
         self.refresh = refresh
@@ -142,6 +96,8 @@ class Repo:
         self._resolver: Resolver | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._executor_guard = threading.Lock()
+        #: Guards the lazily made resolver and single-flight table: threads (--jobs) may ask for them first at once.
+        self._lazy_guard = threading.Lock()
         #: (event loop, tree) -> the install job tasks of that loop share.
         self._async_jobs: dict[tuple[int, TreeId], asyncio.Future[EnsureResult]] = {}
 
@@ -242,14 +198,28 @@ class Repo:
             return installed
         return TreeId(self.env, requested.name, answer, requested.extras)
 
+    def _single_flight(self) -> SingleFlight[tuple[Action, Timing]]:
+        # Made on first use (the warm path never needs it), once: two tables would let two threads install at once.
+        if (flights := self._flights) is None:
+            from ._flight import SingleFlight
+
+            with self._lazy_guard:
+                if self._flights is None:
+                    self._flights = SingleFlight()
+                flights = self._flights
+        return flights
+
     def _make_resolver(self) -> Resolver:
         from ._indexcache import IndexCache
         from ._pipconfig import index_config
         from ._resolve import Resolver
 
-        cache = IndexCache(self._layout, self.index_ttl, self.settings)
-        self._resolver = Resolver(index_config(self._install_options, pre=self.pre), cache)
-        return self._resolver
+        # One resolver (and so one HTTP client, closed by close()) however many threads ask first at once.
+        with self._lazy_guard:
+            if self._resolver is None:
+                cache = IndexCache(self._layout, self.index_ttl, self.settings)
+                self._resolver = Resolver(index_config(self._install_options, pre=self.pre), cache)
+            return self._resolver
 
     # ---- the protocol -------------------------------------------------------------------------------------
 
@@ -362,7 +332,7 @@ class Repo:
         result = await asyncio.shield(job)
         if not shared:
             return result
-        timing = _Timing()
+        timing = Timing()
         timing.waited = time.monotonic() - started
         return self._result(requested, tid, "waited", timing)
 
@@ -418,12 +388,8 @@ class Repo:
             return self._skipped(requested)
         if (present := self._present(requested, tid)) is not None:
             return present
-        if self._flights is None:
-            from ._flight import SingleFlight
-
-            self._flights = SingleFlight()
         # Threads of this process asking for the same tree share one install before touching the file lock.
-        (action, timing), shared = self._flights.run(tid, lambda: self._install(requested, tid))
+        (action, timing), shared = self._single_flight().run(tid, lambda: self._install(requested, tid))
         return self._result(requested, tid, "waited" if shared else action, timing)
 
     def _skipped(self, requested: Requested) -> EnsureResult:
@@ -435,10 +401,10 @@ class Repo:
         # Lock-free fast path: a record and matching METADATA mean installed. No lock, no network, no process.
         if check(self._layout, tid).state is State.PRESENT:
             _manifest.mark_used(self._layout, tid, time.time())
-            return self._result(requested, tid, "present", _Timing())
+            return self._result(requested, tid, "present", Timing())
         return None
 
-    def _result(self, requested: Requested, tid: TreeId, action: Action, timing: _Timing) -> EnsureResult:
+    def _result(self, requested: Requested, tid: TreeId, action: Action, timing: Timing) -> EnsureResult:
         if self._on_event is not None:
             total = timing.waited + timing.installing
             self._on_event(Event("ensured", str(tid), action, total, requested.text, timing.waited, timing.installing))
@@ -470,11 +436,11 @@ class Repo:
             self._warned.add(unusable.kind)
             _log.logger().warning("%s", unusable.message)
 
-    def _install(self, requested: Requested, tid: TreeId) -> tuple[Action, _Timing]:
+    def _install(self, requested: Requested, tid: TreeId) -> tuple[Action, Timing]:
         from ._install import install_locked
         from ._lock import PeerFinished
 
-        timing = _Timing()
+        timing = Timing()
         self._emit(Event("start", str(tid)))
         started = time.monotonic()
         try:

@@ -259,3 +259,13 @@ def collect(specs: Iterable[str], files: Iterable[str]) -> list[Requested]:
     for path in files:
         found.extend(read_requirements_file(path))
     return found
+
+
+def hashed_requirements(scratch: str, requested: Requested, pin: str) -> str:
+    """A requirements file holding the pin and its hashes: hashes only travel in one, for pip and uv alike.
+
+    Written from the validated pin, nothing user-shaped."""
+    path = os.path.join(scratch, "requirements.txt")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(pin + "".join(f" --hash={h}" for h in requested.hashes) + "\n")
+    return path

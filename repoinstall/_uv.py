@@ -28,9 +28,8 @@ import subprocess
 import threading
 
 from ._errors import InstallError
-from ._installer import hashed_requirements
 from ._options import InstallOptions
-from ._requirements import Requested
+from ._requirements import Requested, hashed_requirements
 
 #: uv settings that would change where files go or which indexes are asked: pip's configuration decides.
 _OVERRIDDEN = frozenset(

@@ -1,0 +1,53 @@
+"""What an ensure returns and reports: plain values, below every module that produces them."""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+Action = Literal["present", "installed", "repaired", "waited", "skipped"]
+
+
+class EnsureResult(NamedTuple):
+    """The outcome of one ensure: which tree satisfies the requirement, where it is, and what it took."""
+
+    requirement: str
+    name: str
+    version: str | None
+    path: str | None
+    action: Action
+    extras: tuple[str, ...] = ()
+    seconds_waited: float = 0.0
+    seconds_installing: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "requirement": self.requirement,
+            "name": self.name,
+            "version": self.version,
+            "path": self.path,
+            "action": self.action,
+        }
+
+
+class Event(NamedTuple):
+    """Reported to ``Repo(on_event=...)``: when an install starts ("start") and ends ("done"), and once per
+    ensure ("ensured": the requirement, its action, seconds waited for a peer and seconds installing), which is
+    what a worker runtime reports. Hooks run on the thread that did the work: keep them short."""
+
+    kind: Literal["start", "done", "ensured"]
+    tree: str
+    action: Action | None = None
+    seconds: float = 0.0
+    requirement: str = ""
+    seconds_waited: float = 0.0
+    seconds_installing: float = 0.0
+
+
+class Timing:
+    """Seconds spent waiting for the lock and installing, filled in as an install goes."""
+
+    __slots__ = ("installing", "waited")
+
+    def __init__(self) -> None:
+        self.waited = 0.0
+        self.installing = 0.0

@@ -1,0 +1,102 @@
+"""The package's import graph has no cycle, counting imports inside functions too (a lazy import that closes a
+circle still ties the modules together), and the result values sit at the bottom."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).parents[2] / "repoinstall"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports anywhere in its body (top level, functions, TYPE_CHECKING)."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - node.level + 1]
+                    target = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    target = node.module or ""
+                # "from . import _fs" imports the submodule, not the package's __init__ (which always runs
+                # first anyway); a name that is not a submodule comes from the module named.
+                submodules = [f"{target}.{alias.name}" for alias in node.names]
+                candidates = [*submodules, *([target] if not all(m in modules for m in submodules) else [])]
+            elif isinstance(node, ast.Import):
+                candidates = [alias.name for alias in node.names]
+            else:
+                continue
+            found.update(c for c in candidates if c in modules and c != name)
+        graph[name] = found
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_sees_imports_inside_functions() -> None:
+    graph = import_graph()
+    assert "repoinstall._pip" in graph["repoinstall._installer"]  # imported inside backend()
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_result_values_import_nothing_from_the_package() -> None:
+    assert import_graph()["repoinstall._results"] == set()
