@@ -26,7 +26,7 @@ from repoinstall import Repo
 from repoinstall._dists import Dist
 from repoinstall._identity import TreeId, environment_tag
 from repoinstall._layout import Layout
-from repoinstall._manifest import Record, write
+from repoinstall._manifest import TreeEntry, write
 
 
 def populate(root: Path, count: int) -> list[str]:
@@ -41,7 +41,7 @@ def populate(root: Path, count: int) -> list[str]:
         tree = Path(layout.tree_path(tid)) / dist_info
         tree.mkdir(parents=True)
         (tree / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
-        write(layout, tid, Record.new(tid, tid.pin, dist_info, [Dist(dist_info, name, version)], "pip", "bench"))
+        write(layout, tid, TreeEntry.new(tid, tid.pin, dist_info, [Dist(dist_info, name, version)], "pip", "bench"))
         specs.append(tid.pin)
     layout.close()
     return specs

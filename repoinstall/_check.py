@@ -21,7 +21,7 @@ class State(enum.Enum):
 
 class Status(NamedTuple):
     state: State
-    record: _manifest.Record | None = None
+    record: _manifest.TreeEntry | None = None
     dist_info: str | None = None
 
 

@@ -11,7 +11,9 @@ import stat
 import time
 from typing import NamedTuple
 
-from ._layout import LOCK_SUFFIX, LOCKS, Layout
+from . import _fs
+from ._layout import LOCKS, Layout
+from ._lockformat import state_name
 
 
 class Finding(NamedTuple):
@@ -181,15 +183,18 @@ def _ownership(layout: Layout) -> list[Finding]:
         )
     ]
     foreign = set()
-    base = layout.path(LOCKS)
-    for env in _dirs(base):
-        for name in _dirs(os.path.join(base, env)):
-            with contextlib.suppress(OSError):
-                for entry in os.listdir(os.path.join(base, env, name)):
-                    if entry.endswith(LOCK_SUFFIX):
-                        owner = os.lstat(os.path.join(base, env, name, entry)).st_uid
-                        if owner != me:
-                            foreign.add(owner)
+    root_fd = layout.existing_fd()
+    for tid in layout.discover(LOCKS):  # by descriptor: a symlink in locks/ is neither followed nor counted
+        with contextlib.suppress(OSError):
+            directory = _fs.open_dir(root_fd, layout.lock_dir(tid))
+            if directory is None:
+                continue
+            try:
+                owner = os.stat(state_name(tid.leaf), dir_fd=directory, follow_symlinks=False).st_uid
+            finally:
+                os.close(directory)
+            if owner != me:
+                foreign.add(owner)
     if foreign:
         uids = ", ".join(str(u) for u in sorted(foreign))
         found.append(
@@ -204,10 +209,3 @@ def _ownership(layout: Layout) -> list[Finding]:
     else:
         found.append(Finding("lock ownership", f"all locks owned by uid {me}", True))
     return found
-
-
-def _dirs(path: str) -> list[str]:
-    try:
-        return [e.name for e in os.scandir(path) if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []

@@ -34,7 +34,6 @@ from ._check import State, check
 from ._errors import ForeignLock, LockTimeout, RepoUnusable
 from ._identity import TreeId
 from ._layout import (
-    LOCK_SUFFIX,
     LOCKS,
     OWNER_NOTE,
     OWNER_SUFFIX,
@@ -45,6 +44,7 @@ from ._layout import (
     Layout,
     read_only_filesystem,
 )
+from ._lockformat import activity, state_name
 from ._locks import inspect
 from ._options import LockSettings
 
@@ -220,7 +220,7 @@ class Collector:
             with self._dir(parts) as directory:
                 if directory is None:
                     continue
-                state = tid.leaf + LOCK_SUFFIX
+                state = state_name(tid.leaf)
                 if _kind(directory, state) not in (None, _walk.DIR):
                     if self._age(directory, state) >= self.older_than:
                         self._discard("lock", parts, state, "not a lock's state directory")
@@ -229,7 +229,7 @@ class Collector:
                 old_note = _kind(directory, note) is not None and self._age(directory, note) >= self.older_than
                 if not info.held and old_note:
                     self._discard("note", parts, note, "owner note of a lock nobody holds")
-                idle = self._age(directory, f"{state}/gen") >= self.older_than
+                idle = self._age(directory, activity(state)) >= self.older_than
             if info.held or info.waiters or not idle or check(self.layout, tid).state is not State.PRESENT:
                 continue
             # Installed, unheld, unwaited and idle: nobody needs this lock's state any more. One rename takes
@@ -258,24 +258,14 @@ class Collector:
                                 )
 
     def index_cache(self) -> None:
-        from ._indexcache import CACHE_DIR
+        from ._indexcache import CACHE_DIR, garbage
 
+        # The cache says what of its own is garbage; gc only removes it, the way it removes everything.
         with self._dir(CACHE_DIR) as directory:
             if directory is None:
                 return
-            for entry, kind in _walk.entries(directory):
-                if self._age(directory, entry) < self.older_than:
-                    continue
-                if kind == _walk.LINK:
-                    self._discard("cache", CACHE_DIR, entry, "a symlink among cached answers")
-                elif entry.startswith(".") and entry.endswith(".tmp"):
-                    self._discard("temp", CACHE_DIR, entry, "temporary file of an interrupted write")
-                elif entry.endswith(".json") and "found" in (_json(_fs.read_file(directory, (entry,))) or {"found": 1}):
-                    self._discard("cache", CACHE_DIR, entry, "expired index answer")
-                elif entry.endswith(LOCK_SUFFIX) and self._age(directory, f"{entry}/gen") >= self.older_than:
-                    self._discard("lock", CACHE_DIR, entry, "idle index cache lock")
-                elif entry.endswith(OWNER_SUFFIX):
-                    self._discard("note", CACHE_DIR, entry, "owner note of an idle index cache lock")
+            for entry, kind, reason in garbage(directory, lambda name: self._age(directory, name) >= self.older_than):
+                self._discard(kind, CACHE_DIR, entry, reason)
 
     def planted_links(self) -> None:
         """Symlinks in trees/ and records/ down to a tree or record (``<env>/<name>/<leaf>``): reported and left

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from . import _fs, _log
@@ -29,6 +29,38 @@ if TYPE_CHECKING:
 CACHE_DIR = ("cache", "index")
 _POLL = 0.1
 _FORMAT = 1
+
+
+def garbage(directory: int, old: Callable[[str], bool]) -> Iterator[tuple[str, str, str]]:
+    """(entry, kind, reason) for what in the open cache directory may go, given which names are ``old`` (by the
+    mtime of the name, a path relative to ``directory``): answers past any use, temporaries of interrupted
+    writes, idle locks and their notes, and symlinks (never followed). Facts about one file (its
+    Requires-Python) never change, so they stay."""
+    from . import _walk
+    from ._layout import OWNER_SUFFIX
+    from ._lockformat import STATE_SUFFIX, activity
+
+    for entry, kind in _walk.entries(directory):
+        if not old(entry):
+            continue
+        if kind == _walk.LINK:
+            yield entry, "cache", "a symlink among cached answers"
+        elif entry.startswith(".") and entry.endswith(".tmp"):
+            yield entry, "temp", "temporary file of an interrupted write"
+        elif entry.endswith(".json") and "found" in (_json(_fs.read_file(directory, (entry,))) or {"found": 1}):
+            yield entry, "cache", "expired index answer"
+        elif entry.endswith(STATE_SUFFIX) and old(activity(entry)):
+            yield entry, "lock", "idle index cache lock"
+        elif entry.endswith(OWNER_SUFFIX):
+            yield entry, "note", "owner note of an idle index cache lock"
+
+
+def _json(data: bytes | None) -> dict[str, object] | None:
+    try:
+        value = json.loads(data or b"")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def key_for(*parts: str) -> str:

@@ -72,7 +72,7 @@ def record_existing(layout: Layout, requested: Requested, tid: TreeId, dist_info
     finally:
         os.close(tree)
     name = (installer or b"unknown").decode("utf-8", "replace").strip() or "unknown"
-    _manifest.write(layout, tid, _manifest.Record.new(tid, requested.text, dist_info, dists, name, "unknown"))
+    _manifest.write(layout, tid, _manifest.TreeEntry.new(tid, requested.text, dist_info, dists, name, "unknown"))
     return True
 
 
@@ -114,7 +114,7 @@ def stage_and_publish(
                 raise InstallError(f"{tid}: staged tree does not match its RECORDs: {problems.summary()}")
         finally:
             os.close(tree)
-        record = _manifest.Record.new(tid, requested.text, own[0].dist_info, dists, *built)
+        record = _manifest.TreeEntry.new(tid, requested.text, own[0].dist_info, dists, *built)
         # The rename is the commit point; the lock only saves duplicate work. After a lost lease, a peer
         # may be publishing this very tree: publish never replaces what is there, so theirs stands.
         taken = lock.lost.is_set() and check(layout, tid).state is not State.MISSING

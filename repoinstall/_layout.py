@@ -20,6 +20,7 @@ import threading
 from . import _fs, _walk
 from ._errors import RepoUnusable
 from ._identity import TreeId
+from ._lockformat import STATE_SUFFIX
 
 TREES = "trees"
 RECORDS = "records"
@@ -27,7 +28,6 @@ LOCKS = "locks"
 STAGING = "staging"
 TRASH = "trash"
 RECORD_SUFFIX = ".json"
-LOCK_SUFFIX = ".lock.rw"
 #: Inside a staging dir: who made it (host, pid, started) and for which tree.
 OWNER_NOTE = "owner.json"
 #: Beside a lock: who holds it and since when, for people and for waiters' log lines.
@@ -163,7 +163,7 @@ class Layout:
         Listed through directory descriptors, so a symlink planted at any level is not followed (and not listed).
         Names that are not ours (temporary files, foreign debris) are skipped.
         """
-        suffix = {TREES: "", RECORDS: RECORD_SUFFIX, LOCKS: LOCK_SUFFIX}[kind]
+        suffix = {TREES: "", RECORDS: RECORD_SUFFIX, LOCKS: STATE_SUFFIX}[kind]
         root = self.root_fd()
         top = None if root is None else _fs.open_dir(root, (kind,))
         if top is None:

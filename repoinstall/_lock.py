@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from . import _fs, _log
 from ._errors import ForeignLock, InstallError, LockTimeout
-from ._layout import LOCK_SUFFIX, OWNER_SUFFIX
+from ._layout import OWNER_SUFFIX
+from ._lockformat import lock_name, state_name
 from ._options import LockSettings
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class FileTreeLock:
         self._owner_name = leaf + OWNER_SUFFIX
         self._settings = settings
         self._announce = announce
-        self.path = os.path.join(directory, leaf + ".lock")
+        self.path = os.path.join(directory, lock_name(leaf))
         self._soft: SoftReadWriteLock | None = None
 
     @property
@@ -141,7 +142,8 @@ class FileTreeLock:
             if (owner := foreign_owner(self._dir_fd, self._leaf)) is not None:
                 raise ForeignLock(owner) from None
             raise InstallError(
-                f"lock {self.path} is unreadable ({error.__cause__}); if no installer is running, remove {self.path}.rw"
+                f"lock {self.path} is unreadable ({error.__cause__}); if no installer is running, remove "
+                f"{os.path.join(os.path.dirname(self.path), state_name(self._leaf))}"
             ) from None
 
     def _attempt(self) -> bool:
@@ -272,7 +274,7 @@ def _replaced(directory_fd: int, name: str) -> bool:
 def foreign_owner(directory_fd: int, leaf: str) -> int | None:
     """The UID owning the tree's lock state if it is not ours (so we cannot share it), else ``None``."""
     try:
-        owner = os.stat(leaf + LOCK_SUFFIX, dir_fd=directory_fd, follow_symlinks=False).st_uid
+        owner = os.stat(state_name(leaf), dir_fd=directory_fd, follow_symlinks=False).st_uid
     except OSError:
         return None
     return owner if owner != os.geteuid() else None
@@ -350,13 +352,13 @@ def open_lock(
     if (owner := foreign_owner(directory, leaf)) is not None:
         os.close(directory)
         return foreign_lock(what, owner)
-    if _replaced(directory, leaf + LOCK_SUFFIX):
+    if _replaced(directory, state_name(leaf)):
         os.close(directory)
         # Not ours to remove here (gc sets it aside); without the lock the install stays correct: the rename
         # is the commit point.
         return Unusable(
             "replaced",
-            f"the lock state {os.path.join(layout.path(*parts), leaf + LOCK_SUFFIX)} is not a directory (a symlink "
+            f"the lock state {os.path.join(layout.path(*parts), state_name(leaf))} is not a directory (a symlink "
             "or file is in the way): going on without the lock (safe, may duplicate work); `repoinstall gc` "
             "sets it aside",
         )

@@ -1,9 +1,9 @@
 """Reading the repo's install locks for people: who holds each, how long since its last heartbeat.
 
-This reads filelock's on-disk protocol (``<lock>.rw/gen/<N>`` snapshots naming the writer, and
-``holders/<token>`` records with host, pid and lease) without taking part in it: it never writes, so
-looking cannot disturb a holder. Heartbeat ages come from file mtimes, which a network filesystem stamps
-with the server's clock: they are exact on one host and skewed by the clock difference across hosts.
+This reads filelock's on-disk protocol (see :mod:`repoinstall._lockformat`) without taking part in it: it
+never writes, so looking cannot disturb a holder. Heartbeat ages come from file mtimes, which a network
+filesystem stamps with the server's clock: they are exact on one host and skewed by the clock difference
+across hosts.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from typing import NamedTuple
 
 from . import _fs
 from ._identity import TreeId
-from ._layout import LOCK_SUFFIX, LOCKS, OWNER_SUFFIX, Layout
-
-_GENERATION_DIGITS = 20
+from ._layout import LOCKS, OWNER_SUFFIX, Layout
+from ._lockformat import HOLDERS, fields, host_of, latest_writer, state_name
 
 
 class LockInfo(NamedTuple):
@@ -46,15 +45,6 @@ class LockInfo(NamedTuple):
         }
 
 
-def _fields(data: bytes) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    for line in data.decode("ascii", "replace").splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            fields.setdefault(key, value)
-    return fields
-
-
 def _read(dir_fd: int | None, name: str) -> bytes | None:
     return None if dir_fd is None else _fs.read_file(dir_fd, (name,), 1 << 16)
 
@@ -66,37 +56,18 @@ def _names(dir_fd: int | None) -> list[str]:
         return []
 
 
-def latest_writer(rw_fd: int, shown: str) -> tuple[str | None, str | None]:
-    """(writer token, problem) from the newest readable generation of a lock's log (its ``.rw`` dir open)."""
-    generations = _fs.open_dir(rw_fd, ("gen",))
-    if generations is None:
-        return None, None
-    try:
-        names = sorted((n for n in _names(generations) if len(n) == _GENERATION_DIGITS and n.isdigit()), reverse=True)
-        for name in names:
-            data = _read(generations, name)
-            if data is None:
-                continue  # compacted between the listing and the read
-            if not data.startswith(b"filelock-rw/"):
-                return None, f"unreadable lock state in {os.path.join(shown, 'gen', name)}"
-            return _fields(data).get("writer"), None
-        return None, None
-    finally:
-        os.close(generations)
-
-
 def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None = None) -> LockInfo:
     """What the lock's files say, read through directory descriptors: a symlink anywhere reads as no lock."""
-    rw_dir = os.path.join(layout.path(*layout.lock_dir(tid)), tid.leaf + LOCK_SUFFIX)
+    rw_dir = os.path.join(layout.path(*layout.lock_dir(tid)), state_name(tid.leaf))
     now = time.time() if now is None else now
     root = layout.root_fd()
     directory = None if root is None else _fs.open_dir(root, layout.lock_dir(tid))
-    rw = None if directory is None else _fs.open_dir(directory, (tid.leaf + LOCK_SUFFIX,))
-    holders = None if rw is None else _fs.open_dir(rw, ("holders",))
+    rw = None if directory is None else _fs.open_dir(directory, (state_name(tid.leaf),))
+    holders = None if rw is None else _fs.open_dir(rw, (HOLDERS,))
     try:
         if rw is None:
             problem = None
-            if directory is not None and _exists(directory, tid.leaf + LOCK_SUFFIX):
+            if directory is not None and _exists(directory, state_name(tid.leaf)):
                 problem = "lock state is not a directory (a symlink or file is in the way)"
             return LockInfo(tid, rw_dir, False, None, None, None, False, 0, problem)
         writer, problem = latest_writer(rw, rw_dir)
@@ -108,19 +79,17 @@ def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None =
         if record is None or holders is None:
             # Named in the log but its heartbeat record is gone: a crashed holder whose lease a peer will end.
             return LockInfo(tid, rw_dir, True, None, None, None, True, waiters, "holder record missing")
-        fields = _fields(record)
+        record_fields = fields(record)
         try:
             age: float | None = max(0.0, now - os.stat(writer, dir_fd=holders, follow_symlinks=False).st_mtime)
         except OSError:
             age = None
         try:
-            lease = max(stale_after, float(fields.get("lease", "0")))
+            lease = max(stale_after, float(record_fields.get("lease", "0")))
         except ValueError:
             lease = stale_after
-        pid_text = fields.get("pid", "")
-        # filelock appends "?pidns-..." to the host of a process in a PID namespace (every container): drop it, so
-        # the host reads as the pod's hostname that our own notes carry.
-        host = (fields.get("host") or "").split("?pidns", 1)[0] or _owner_host(directory, tid)
+        pid_text = record_fields.get("pid", "")
+        host = host_of(record_fields) or _owner_host(directory, tid)
         return LockInfo(
             tid,
             rw_dir,

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 FORMAT = 1
 
 
-class Record(NamedTuple):
+class TreeEntry(NamedTuple):
     """What the manifest knows about one tree."""
 
     requirement: str
@@ -42,7 +42,7 @@ class Record(NamedTuple):
     @classmethod
     def new(
         cls, tid: TreeId, requirement: str, dist_info: str, dists: list[Dist], installer: str, installer_version: str
-    ) -> Record:
+    ) -> TreeEntry:
         return cls(
             requirement=requirement,
             name=tid.name,
@@ -59,7 +59,7 @@ class Record(NamedTuple):
         )
 
 
-def parse(data: bytes, tid: TreeId) -> Record | None:
+def parse(data: bytes, tid: TreeId) -> TreeEntry | None:
     """The record in ``data`` if it is well formed and describes ``tid``; ``None`` for anything else."""
     try:
         raw: Any = json.loads(data)
@@ -67,7 +67,7 @@ def parse(data: bytes, tid: TreeId) -> Record | None:
             return None
         raw["extras"] = tuple(raw.get("extras") or ())
         raw["dists"] = tuple(raw.get("dists") or ())
-        record = Record(**raw)
+        record = TreeEntry(**raw)
     except (ValueError, TypeError):
         return None
     if (record.name, record.extras, record.env) != (tid.name, tid.extras, tid.env) or not _same_version(record, tid):
@@ -77,7 +77,7 @@ def parse(data: bytes, tid: TreeId) -> Record | None:
     return record
 
 
-def _same_version(record: Record, tid: TreeId) -> bool:
+def _same_version(record: TreeEntry, tid: TreeId) -> bool:
     if record.version == tid.version_text:
         return True
     try:
@@ -86,7 +86,7 @@ def _same_version(record: Record, tid: TreeId) -> bool:
         return False
 
 
-def read(layout: Layout, tid: TreeId) -> Record | None:
+def read(layout: Layout, tid: TreeId) -> TreeEntry | None:
     fd = layout.env_fd(RECORDS, tid.env)
     if fd is None:
         return None
@@ -96,7 +96,7 @@ def read(layout: Layout, tid: TreeId) -> Record | None:
     return None if data is None else parse(data, tid)
 
 
-def write(layout: Layout, tid: TreeId, record: Record) -> None:
+def write(layout: Layout, tid: TreeId, record: TreeEntry) -> None:
     """Write the record atomically; writers of one tree all write equivalent records, so last one wins."""
     directory = _fs.make_dirs(layout.writable_fd(), layout.record_dir(tid), layout.root)
     try:

@@ -510,7 +510,7 @@ class Repo:
             lambda lock: repair_locked(self._layout, self._install_options, report.tid, lock, self.settings.heartbeat),
         )
 
-    def _as_recorded(self, tid: TreeId, record: _manifest.Record | None = None) -> TreeId:
+    def _as_recorded(self, tid: TreeId, record: _manifest.TreeEntry | None = None) -> TreeId:
         # A tree found on disk is named by its canonical version ("1"); its record says how it is spelled ("1.0").
         record = record or _manifest.read(self._layout, tid)
         if record is None or record.version == tid.version_text:
@@ -565,7 +565,7 @@ class Repo:
             raise NotInstalled(f"{tid}: not installed in {self.path}")
         return self._layout.tree_path(tid)
 
-    def list(self) -> list[tuple[_manifest.Record, str]]:
+    def list(self) -> list[tuple[_manifest.TreeEntry, str]]:
         """Every recorded tree in the repo, all environments, with its path."""
         root = self._layout.existing_fd()
         found = []
