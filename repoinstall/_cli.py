@@ -168,19 +168,9 @@ def _install_options(
     installer: str,
     cache_dir: str | None,
 ) -> "InstallOptions":
-    from ._options import INSTALLERS, InstallOptions
+    from ._options import InstallOptions
 
-    if installer not in INSTALLERS:
-        _fail(f"--installer must be one of {', '.join(INSTALLERS)}, got {installer!r}", 2)
-    if cache_dir is not None and os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
-        _fail(f"--cache-dir {cache_dir}: not a directory", 2)
-
-    for path in constraint or []:
-        from ._textfile import read_text
-
-        read_text(path, "constraints file")  # a regular, bounded UTF-8 file, or one line and exit 2
-    if install_timeout <= 0:
-        _fail(f"--install-timeout must be positive, got {install_timeout}", 2)
+    # Checked by InstallOptions.validate() when the Repo is made, as for API users.
     return InstallOptions(
         index_url,
         tuple(extra_index_url or ()),

@@ -96,6 +96,18 @@ def make_dirs(dir_fd: int, parts: Sequence[str], where: str) -> int:
         raise
 
 
+def read_json(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22) -> dict[str, object] | None:
+    """The JSON object in the regular file ``parts`` (as :func:`read_file` finds it); ``None`` if it is missing
+    or not one JSON object."""
+    import json
+
+    try:
+        value = json.loads(read_file(dir_fd, parts, limit) or b"")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def set_group_mode(fd: int, mode: int) -> None:
     """Give a file or directory we created its intended mode despite the umask (pods of one fsGroup share it)."""
     # Not ours to change (another UID made it) is fine: nothing to fix then.

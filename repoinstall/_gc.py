@@ -22,7 +22,6 @@ Every removal is safe against a concurrent ``ensure``, locked or not:
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -189,7 +188,7 @@ class Collector:
     def _staging_dir(self, env_fd: int, env: str, name: str) -> None:
         from ._staging import owner_alive
 
-        note = _json(_fs.read_file(env_fd, (name, OWNER_NOTE), 1 << 16))
+        note = _fs.read_json(env_fd, (name, OWNER_NOTE), 1 << 16)
         # The note's mtime is the owner's heartbeat (the dir's own, if it died before writing one).
         beat = min(self._age(env_fd, f"{name}/{OWNER_NOTE}") if note is not None else 1e18, self._age(env_fd, name))
         if beat < self.older_than:
@@ -336,11 +335,3 @@ def _kind(dir_fd: int, name: str) -> str | None:
         return _walk.kind_of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
         return None
-
-
-def _json(data: bytes | None) -> dict[str, object] | None:
-    try:
-        value = json.loads(data or b"")
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None

@@ -47,20 +47,12 @@ def garbage(directory: int, old: Callable[[str], bool]) -> Iterator[tuple[str, s
             yield entry, "cache", "a symlink among cached answers"
         elif entry.startswith(".") and entry.endswith(".tmp"):
             yield entry, "temp", "temporary file of an interrupted write"
-        elif entry.endswith(".json") and "found" in (_json(_fs.read_file(directory, (entry,))) or {"found": 1}):
+        elif entry.endswith(".json") and "found" in (_fs.read_json(directory, (entry,)) or {"found": 1}):
             yield entry, "cache", "expired index answer"
         elif entry.endswith(STATE_SUFFIX) and old(activity(entry)):
             yield entry, "lock", "idle index cache lock"
         elif entry.endswith(OWNER_SUFFIX):
             yield entry, "note", "owner note of an idle index cache lock"
-
-
-def _json(data: bytes | None) -> dict[str, object] | None:
-    try:
-        value = json.loads(data or b"")
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def key_for(*parts: str) -> str:

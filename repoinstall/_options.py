@@ -57,6 +57,28 @@ class InstallOptions(NamedTuple):
     #: The installers' download and wheel cache (``<dir>/pip``, ``<dir>/uv``); ``None``: each one's default.
     cache_dir: str | None = None
 
+    def validate(self) -> str | None:
+        """A one-line reason these options cannot work, or ``None``: the same checks for the API and the CLI.
+        Index URLs are checked where pip's configuration is merged in (:func:`repoinstall._pipconfig.index_config`).
+        """
+        import os
+
+        if self.installer not in INSTALLERS:
+            return f"--installer must be one of {', '.join(INSTALLERS)}, got {self.installer!r}"
+        if not math.isfinite(self.timeout) or self.timeout <= 0:
+            return f"--install-timeout must be a positive number of seconds, got {self.timeout}"
+        if self.cache_dir is not None and os.path.exists(self.cache_dir) and not os.path.isdir(self.cache_dir):
+            return f"--cache-dir {self.cache_dir}: not a directory"
+        from ._errors import RequirementsFileError
+        from ._textfile import read_text
+
+        for path in self.constraints:
+            try:
+                read_text(path, "constraints file")  # a regular, bounded UTF-8 file
+            except RequirementsFileError as error:
+                return str(error)
+        return None
+
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 

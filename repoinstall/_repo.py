@@ -23,7 +23,7 @@ from ._errors import (
 )
 from ._identity import TreeId, environment_tag
 from ._layout import RECORDS, TREES, Layout, default_repo
-from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, INSTALLERS, STALE_AFTER, WAIT_TIMEOUT, LockSettings
+from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, STALE_AFTER, WAIT_TIMEOUT, LockSettings
 from ._requirements import Requested, parse_spec
 from ._results import Action, EnsureResult, Event, Timing
 
@@ -78,8 +78,8 @@ class Repo:
             raise InvalidInput(problem)
         if jobs < 1:
             raise InvalidInput(f"--jobs must be at least 1, got {jobs}")
-        if install is not None and install.installer not in INSTALLERS:
-            raise InvalidInput(f"installer must be one of {', '.join(INSTALLERS)}, got {install.installer!r}")
+        if install is not None and (problem := install.validate()) is not None:
+            raise InvalidInput(problem)
         if not index_ttl >= 0:
             raise InvalidInput(f"--index-ttl must be zero or a positive number of seconds, got {index_ttl}")
         self._layout = Layout(default_repo() if path is None else path)
