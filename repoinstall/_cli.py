@@ -611,11 +611,9 @@ def main() -> None:
 
 def _internal_error(error: Exception, *, verbose: bool) -> NoReturn:
     """A bug or an unforeseen failure: one line naming it, exit 1; credentials in URLs are redacted."""
-    import re
     import traceback
 
-    def hide(text: str) -> str:
-        return re.sub(r"(://[^/@\s:]*:)[^@\s]*@", r"\1****@", text)
+    from ._urls import redact_all as hide
 
     if verbose:
         typer.echo(hide("".join(traceback.format_exception(error))).rstrip(), err=True)

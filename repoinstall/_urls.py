@@ -20,6 +20,17 @@ def redact(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{shown}@{host}"))
 
 
+def redact_all(text: str) -> str:
+    """Credentials of every URL in free text (an exception's message, a traceback) hidden as :func:`redact` does."""
+    import re
+
+    def hidden(match: re.Match[str]) -> str:
+        user, has_password, _ = match[1].partition(":")
+        return f"://{user}:****@" if has_password else "://****@"
+
+    return re.sub(r"://([^/@\s]+)@", hidden, text)
+
+
 def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     """The URL without userinfo, and the (user, password) it carried."""
     parts = urllib.parse.urlsplit(url)

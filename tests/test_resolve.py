@@ -322,11 +322,13 @@ def test_credentials_from_url_and_netrc_never_shown(tmp_path: Path, private_pypi
 
 
 def test_redaction() -> None:
-    from repoinstall._urls import redact
+    from repoinstall._urls import redact, redact_all
 
     assert redact("https://u:p@h:1/s") == "https://u:****@h:1/s"
     assert redact("https://token@h/s") == "https://****@h/s"
     assert redact("https://h/s") == "https://h/s"
+    text = "asked https://u:p@h:1/s, https://token@h/s and https://h/s"
+    assert redact_all(text) == "asked https://u:****@h:1/s, https://****@h/s and https://h/s"
 
 
 # ---- one request per package per cache period -------------------------------------------------------------
