@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING
 from . import _fs, _log
 from ._errors import RepoinstallError
 from ._http import Pause, Plan
+from ._layout import CACHE, OWNER_SUFFIX
 
 if TYPE_CHECKING:
     from ._layout import Layout
     from ._lock import FileTreeLock
     from ._options import LockSettings
 
-CACHE_DIR = ("cache", "index")
+CACHE_DIR = (CACHE, "index")
 _POLL = 0.1
 _FORMAT = 1
 
@@ -37,7 +38,6 @@ def garbage(directory: int, old: Callable[[str], bool]) -> Iterator[tuple[str, s
     writes, idle locks and their notes, and symlinks (never followed). Facts about one file (its
     Requires-Python) never change, so they stay."""
     from . import _walk
-    from ._layout import OWNER_SUFFIX
     from ._lockformat import STATE_SUFFIX, activity
 
     for entry, kind in _walk.entries(directory):

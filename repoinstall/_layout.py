@@ -27,6 +27,8 @@ RECORDS = "records"
 LOCKS = "locks"
 STAGING = "staging"
 TRASH = "trash"
+#: Answers from package indexes (see _indexcache).
+CACHE = "cache"
 RECORD_SUFFIX = ".json"
 #: Inside a staging dir: who made it (host, pid, started) and for which tree.
 OWNER_NOTE = "owner.json"
@@ -37,7 +39,7 @@ USED_SUFFIX = ".used"
 
 
 #: What a repo holds at its top; a directory with other entries and none of these is not a repo.
-_TOP = frozenset({TREES, RECORDS, LOCKS, STAGING, TRASH, "cache"})
+_TOP = frozenset({TREES, RECORDS, LOCKS, STAGING, TRASH, CACHE})
 
 
 def default_repo() -> str:
@@ -106,7 +108,10 @@ class Layout:
         fd = self.root_fd()
         if fd is None:
             raise RepoUnusable(f"repo {self.root} does not exist (ensure creates it)")
-        entries = os.listdir(fd)
+        try:
+            entries = os.listdir(fd)
+        except OSError as error:
+            raise RepoUnusable(f"repo {self.root}: cannot be listed: {error.strerror}") from None
         if entries and not any(name in _TOP for name in entries):
             raise RepoUnusable(f"{self.root} is not a repoinstall repo (it has no {'/, '.join(sorted(_TOP))}/)")
         return fd
