@@ -77,16 +77,10 @@ class Layout:
             created = False
             if create:
                 try:
-                    os.mkdir(self.root, _fs.DIR_MODE)
+                    os.makedirs(self.root, _fs.DIR_MODE)  # FileExistsError when it is there (or a peer made it)
                     created = True
                 except FileExistsError:
                     pass
-                except FileNotFoundError:
-                    try:
-                        os.makedirs(self.root, _fs.DIR_MODE, exist_ok=True)
-                        created = True
-                    except OSError as error:
-                        raise RepoUnusable(f"repo {self.root}: cannot be created: {error.strerror}") from None
                 except OSError as error:
                     raise RepoUnusable(f"repo {self.root}: cannot be created: {error.strerror}") from None
             try:

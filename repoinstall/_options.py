@@ -70,11 +70,11 @@ class InstallOptions(NamedTuple):
         if self.cache_dir is not None and os.path.exists(self.cache_dir) and not os.path.isdir(self.cache_dir):
             return f"--cache-dir {self.cache_dir}: not a directory"
         from ._errors import RequirementsFileError
-        from ._textfile import read_text
+        from ._textfile import check
 
         for path in self.constraints:
             try:
-                read_text(path, "constraints file")  # a regular, bounded UTF-8 file
+                check(path, "constraints file")  # a regular file within the cap; opened, not read
             except RequirementsFileError as error:
                 return str(error)
         return None

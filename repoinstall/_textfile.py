@@ -12,12 +12,14 @@ from ._errors import RequirementsFileError
 MAX_BYTES = 16 * 1024 * 1024
 
 
-def read_text(path: str, what: str) -> str:
-    """The file's text; :class:`RequirementsFileError` (exit 2) with one line if it cannot be one.
+def check(path: str, what: str) -> None:
+    """:class:`RequirementsFileError` unless ``path`` is a regular file within the size cap; reads nothing (for
+    option checks on the warm path: pip and the resolver read the file when they need it)."""
+    os.close(_open_regular(path, what))
 
-    Opened non-blocking and checked with fstat before any read, so a FIFO, socket or device is refused instead of
-    blocking or streaming forever. A UTF-8 byte-order mark is dropped, as pip does.
-    """
+
+def _open_regular(path: str, what: str) -> int:
+    """An open descriptor of ``path`` once fstat shows a regular file within the cap; never blocks on a FIFO."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
@@ -25,11 +27,27 @@ def read_text(path: str, what: str) -> str:
     except OSError as error:
         raise RequirementsFileError(f"{path}: cannot read {what}: {error.strerror}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
             raise RequirementsFileError(f"{path}: is a directory, not a {what}")
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(info.st_mode):
             raise RequirementsFileError(f"{path}: is not a regular file (a pipe, socket or device), not a {what}")
+        if info.st_size > MAX_BYTES:
+            raise RequirementsFileError(f"{path}: {what} is larger than {MAX_BYTES // (1024 * 1024)} MiB")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_text(path: str, what: str) -> str:
+    """The file's text; :class:`RequirementsFileError` (exit 2) with one line if it cannot be one.
+
+    Opened non-blocking and checked with fstat before any read, so a FIFO, socket or device is refused instead of
+    blocking or streaming forever. A UTF-8 byte-order mark is dropped, as pip does.
+    """
+    fd = _open_regular(path, what)
+    try:
         chunks: list[bytes] = []
         size = 0
         while chunk := os.read(fd, min(1 << 20, MAX_BYTES + 1 - size)):
