@@ -23,7 +23,7 @@ from common import build as build_wheels
 from servers import PypiServer
 
 from repoinstall import Repo
-from repoinstall._uv import _binary as uv_binary
+from repoinstall._install.backends.uv import _binary as uv_binary
 
 
 def ensure_once(index: str, repo: Path, cache: Path, installer: str, jobs: int) -> tuple[float, float]:

@@ -23,10 +23,10 @@ from pathlib import Path
 from packaging.version import Version
 
 from repoinstall import Repo
-from repoinstall._dists import Dist
-from repoinstall._identity import TreeId, environment_tag
-from repoinstall._layout import Layout
-from repoinstall._manifest import TreeEntry, write
+from repoinstall._store.dists import Dist
+from repoinstall._store.identity import TreeId, environment_tag
+from repoinstall._store.layout import Layout
+from repoinstall._store.manifest import TreeEntry, write
 
 
 def populate(root: Path, count: int) -> list[str]:

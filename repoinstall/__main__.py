@@ -1,3 +1,3 @@
-from ._cli import main
+from ._cli.app import main
 
 main()

@@ -87,8 +87,8 @@ def top_level_names(tree: str) -> set[str]:
 
 def owner(directory: str, name: str) -> tuple[str, str] | None:
     """(project, version) of the distribution in ``directory`` whose RECORD installs top-level ``name``."""
-    from ._dists import record_rows, scan
-    from ._identity import canonical_name
+    from ._store.dists import record_rows, scan
+    from ._store.identity import canonical_name
 
     try:
         dists = scan(directory)

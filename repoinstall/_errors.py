@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+from collections.abc import Iterator
+
 
 class RepoinstallError(Exception):
     """Base of every error repoinstall raises on purpose; ``exit_code`` is what the CLI exits with."""
@@ -35,14 +39,6 @@ class NotInstalled(RepoinstallError):
     """``path`` asked for a tree that is not installed (exit 1)."""
 
 
-class ForeignLock(RepoinstallError):
-    """The tree's lock state belongs to another UID, so this process cannot take part in it (handled inside)."""
-
-    def __init__(self, owner: int) -> None:
-        super().__init__(f"the lock belongs to uid {owner}")
-        self.owner = owner
-
-
 class LockTimeout(RepoinstallError):
     """Waiting for a peer's install lock took longer than the wait timeout (exit 3)."""
 
@@ -62,3 +58,25 @@ class ActivationConflict(RepoinstallError):
 class IsolatedCallError(RepoinstallError):
     """``Repo.call_isolated``: the fresh interpreter died or its result could not be sent back (exit 1).
     An exception the called function raised is re-raised as itself instead."""
+
+
+@contextlib.contextmanager
+def os_errors(root: str, what: object) -> Iterator[None]:
+    """Turn a filesystem error of the block into one clear line about ``what`` in the repo ``root``."""
+    try:
+        yield
+    except OSError as error:
+        from . import _log
+
+        _log.logger().debug("%s: %s", what, error, exc_info=True)  # -v: where it happened
+        raise from_os_error(error, root, what) from None
+
+
+def from_os_error(error: OSError, root: str, what: object) -> RepoinstallError:
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return InstallError(f"{what}: the repo's filesystem is full ({root}): {error.strerror}")
+    if error.errno == errno.EROFS:
+        return RepoUnusable(f"repo {root} is read-only: cannot install {what}")
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return RepoUnusable(f"repo {root}: permission denied at {error.filename or root}")
+    return InstallError(f"{what}: {error.strerror or error} ({error.filename or root})")

@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import logging
 
-#: (quiet, verbose) as the command line asked; ``None`` when used as a library (the host app configures logging).
-_cli_settings: tuple[bool, bool] | None = None
+#: (quiet, verbose, the handler to log with) as the command line asked; ``None`` when used as a library (the
+#: host app configures logging).
+_cli_settings: tuple[bool, bool, Callable[[], logging.Handler]] | None = None
 
 
-def configure_cli(*, quiet: bool, verbose: bool) -> None:
-    """Log to stderr as ``repoinstall: message`` once the first message is logged."""
+def configure_cli(*, quiet: bool, verbose: bool, handler: Callable[[], logging.Handler] | None = None) -> None:
+    """Log to stderr as ``repoinstall: message`` once the first message is logged, through ``handler()`` if
+    given (the command line's own, which clears its progress line first)."""
     global _cli_settings
-    _cli_settings = (quiet, verbose)
+    _cli_settings = (quiet, verbose, handler or _stderr_handler)
+
+
+def _stderr_handler() -> logging.Handler:
+    import logging
+
+    return logging.StreamHandler(sys.stderr)
 
 
 def logger() -> logging.Logger:
@@ -23,13 +32,8 @@ def logger() -> logging.Logger:
 
     log = logging.getLogger("repoinstall")
     if _cli_settings is not None and not log.handlers:
-        quiet, verbose = _cli_settings
-        if sys.stderr.isatty():
-            from ._progress import ClearingHandler
-
-            handler: logging.Handler = ClearingHandler(sys.stderr)
-        else:
-            handler = logging.StreamHandler(sys.stderr)
+        quiet, verbose, make_handler = _cli_settings
+        handler = make_handler()
         handler.setFormatter(logging.Formatter("repoinstall: %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)

@@ -1,58 +1,40 @@
-"""``Repo.ensure``: check, lock, check again, stage, install, verify, publish, record."""
+"""``Repo``: the API's facade. Settings and lifecycle, and thin sync and async entry points that share result
+assembly; the work is done by the chooser (:mod:`repoinstall._choose`), the protocol
+(:mod:`repoinstall._install.protocol`), the operator commands (:mod:`repoinstall._ops`) and activation."""
 
 from __future__ import annotations
 
-import errno
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING
 
-from . import _fs, _log, _manifest
-from ._check import State, check
-from ._errors import (
-    ForeignLock,
-    InstallError,
-    InvalidInput,
-    NotInstalled,
-    RepoinstallError,
-    RepoUnusable,
-    ResolutionError,
-)
-from ._identity import TreeId, environment_tag
-from ._layout import RECORDS, TREES, Layout, default_repo
+from . import _log
+from ._choose import Choice, Chooser
+from ._errors import InvalidInput, NotInstalled, RepoinstallError, ResolutionError, os_errors
 from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, STALE_AFTER, WAIT_TIMEOUT, LockSettings
 from ._requirements import Requested, parse_spec
-from ._results import Action, EnsureResult, Event, Timing
+from ._results import Action, EnsureResult, Event
+from ._store.check import in_use
+from ._store.identity import TreeId, environment_tag
+from ._store.layout import Layout, default_repo
+from ._store.lock import TreeLocks
 
 if TYPE_CHECKING:
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import AbstractContextManager
 
-    from packaging.version import Version
-
-    from ._doctor import Finding
-    from ._flight import SingleFlight
-    from ._gc import Removal
-    from ._lock import TreeLock, Unusable
-    from ._locks import LockInfo
+    from ._install.flight import SingleFlight
+    from ._install.protocol import Outcome
+    from ._ops.doctor import Finding
+    from ._ops.gc import Removal
+    from ._ops.lockinfo import LockInfo
+    from ._ops.verify import TreeReport
     from ._options import InstallOptions
-    from ._resolve import Resolver
-    from ._verify import TreeReport
-
-T = TypeVar("T")
-
-
-class _Offline(NamedTuple):
-    """What the repo alone says about a spec: its tree (``None``: marker false, or nothing installed matches)
-    and whether the index must be asked (nothing matches, or ``refresh``)."""
-
-    requested: Requested
-    tid: TreeId | None
-    ask_index: bool
+    from ._store.manifest import TreeEntry
 
 
 class Repo:
@@ -87,17 +69,15 @@ class Repo:
         self.jobs = jobs
         self._install_options = install
         self._on_event = on_event
-        self._flights: SingleFlight[tuple[Action, Timing]] | None = None
-        self._warned: set[str] = set()
+        self._locks = TreeLocks(self._layout, self.settings)
         #: Unpinned specs: installed trees first (no network) unless ``refresh``; then the index, as pip would.
-        self.refresh = refresh
-        self.pre = pre
-        self.index_ttl = index_ttl
-        self._resolver: Resolver | None = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._executor_guard = threading.Lock()
-        #: Guards the lazily made resolver and single-flight table: threads (--jobs) may ask for them first at once.
+        self._chooser = Chooser(
+            self._layout, self.env, self.settings, install, refresh=refresh, pre=pre, index_ttl=index_ttl
+        )
+        self._flights: SingleFlight[Outcome] | None = None
+        #: Guards the lazily made single-flight table and thread pool: threads may ask for them first at once.
         self._lazy_guard = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
         #: (event loop, tree) -> the install job tasks of that loop share.
         self._async_jobs: dict[tuple[int, TreeId], asyncio.Future[EnsureResult]] = {}
 
@@ -108,8 +88,7 @@ class Repo:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)  # installs in flight finish (or fail) before the repo fd closes
-        if self._resolver is not None:
-            self._resolver.close()
+        self._chooser.close()
         self._layout.close()
 
     def __enter__(self) -> Repo:
@@ -126,109 +105,18 @@ class Repo:
         Pinned specs need no disk access. A range takes the highest installed version that matches, with no
         network at all; only if none does (or with ``refresh``) is the index asked, through the volume cache.
         """
-        outcome = self._resolve_all([requested])[0]
-        if isinstance(outcome, RepoinstallError):
-            raise outcome
-        return outcome
+        return _raise(self._chooser.choose([_parsed(requested)])[0])
 
     async def aresolve(self, requested: Requested | str) -> TreeId | None:
         """:meth:`resolve` on the event loop: the index is asked with ``httpx.AsyncClient``."""
-        outcome = (await self._aresolve_all([requested]))[0]
-        if isinstance(outcome, RepoinstallError):
-            raise outcome
-        return outcome
+        return _raise((await self._chooser.achoose([_parsed(requested)]))[0])
 
-    def _resolve_all(self, specs: Iterable[Requested | str]) -> list[TreeId | RepoinstallError | None]:
-        offline = [self._offline(spec) for spec in specs]
-        asking = [one.requested for one in offline if one.ask_index]
-        answers = (self._resolver or self._make_resolver()).resolve(asking) if asking else []
-        return self._settle(offline, answers)
-
-    async def _aresolve_all(self, specs: Iterable[Requested | str]) -> list[TreeId | RepoinstallError | None]:
-        offline = [self._offline(spec) for spec in specs]
-        asking = [one.requested for one in offline if one.ask_index]
-        answers: list[Version | ResolutionError] = []
-        if asking:
-            resolver = self._resolver if self._resolver is not None else await _to_thread(self._make_resolver)
-            answers = await resolver.aresolve(asking)
-        return self._settle(offline, answers)
-
-    def _settle(
-        self, offline: list[_Offline], answers: list[Version | ResolutionError]
-    ) -> list[TreeId | RepoinstallError | None]:
-        """Each spec's tree: from the repo alone, or from the index's answer (in order, for those that asked)."""
-        pending = iter(answers)
-        return [self._merge(one, next(pending)) if one.ask_index else one.tid for one in offline]
-
-    def _offline(self, requested: Requested | str) -> _Offline:
-        """What the repo alone says about a spec, with no network."""
-        if isinstance(requested, str):
-            requested = parse_spec(requested, source="api")
-        if not requested.marker_applies():
-            return _Offline(requested, None, False)
-        version = requested.pinned_version()
-        if version is not None:
-            return _Offline(requested, TreeId(self.env, requested.name, version, requested.extras), False)
-        installed = self._installed_match(requested)
-        return _Offline(requested, installed, installed is None or self.refresh)
-
-    def _installed_match(self, requested: Requested) -> TreeId | None:
-        # The highest installed version the spec admits, by the same rule as the index: pip's pre-release rule.
-        found = {
-            tid.version: tid
-            for tid in self._layout.discover(RECORDS, self.env, requested.name)
-            if tid.extras == requested.extras
-        }
-        for candidate in requested.choose(found, pre=self.pre):
-            tid = found[candidate]
-            status = check(self._layout, tid)
-            if status.state is State.PRESENT:
-                return self._as_recorded(tid, status.record)
-        return None
-
-    def _merge(self, offline: _Offline, answer: Version | ResolutionError) -> TreeId | RepoinstallError:
-        requested, installed = offline.requested, offline.tid
-        if isinstance(answer, ResolutionError):
-            if installed is None:
-                return answer
-            # --refresh with the index unreachable: what is installed still satisfies the spec.
-            _log.logger().warning("%s; keeping installed %s", answer, installed)
-            return installed
-        if installed is not None and installed.version >= answer:
-            return installed
-        return TreeId(self.env, requested.name, answer, requested.extras)
-
-    def _single_flight(self) -> SingleFlight[tuple[Action, Timing]]:
-        # Made on first use (the warm path never needs it), once: two tables would let two threads install at once.
-        if (flights := self._flights) is None:
-            from ._flight import SingleFlight
-
-            with self._lazy_guard:
-                if self._flights is None:
-                    self._flights = SingleFlight()
-                flights = self._flights
-        return flights
-
-    def _make_resolver(self) -> Resolver:
-        from ._indexcache import IndexCache
-        from ._pipconfig import index_config
-        from ._resolve import Resolver
-
-        # One resolver (and so one HTTP client, closed by close()) however many threads ask first at once.
-        with self._lazy_guard:
-            if self._resolver is None:
-                cache = IndexCache(self._layout, self.index_ttl, self.settings)
-                self._resolver = Resolver(index_config(self._install_options, pre=self.pre), cache)
-            return self._resolver
-
-    # ---- the protocol -------------------------------------------------------------------------------------
+    # ---- ensuring -----------------------------------------------------------------------------------------
 
     def ensure(self, requested: Requested | str) -> EnsureResult:
         """Make sure the tree for ``requested`` is installed; install it (once, cluster-wide) if not."""
-        if isinstance(requested, str):
-            requested = parse_spec(requested, source="api")
-        tid = self.resolve(requested)
-        return self._ensure(requested, tid)
+        requested = _parsed(requested)
+        return self._ensure(requested, self.resolve(requested))
 
     def ensure_all(
         self, specs: Iterable[Requested | str], *, return_exceptions: bool = False
@@ -237,39 +125,29 @@ class Repo:
 
         Every spec is parsed and resolved before anything is installed, so bad input writes nothing.
         """
-        requested = [parse_spec(s, source="api") if isinstance(s, str) else s for s in specs]
-        resolved = _raise_bad_input(self._resolve_all(requested))
+        requested = [_parsed(s) for s in specs]
+        chosen = _raise_bad_input(self._chooser.choose(requested))
         outcomes: list[EnsureResult | RepoinstallError | None] = [None] * len(requested)
-        tids: list[TreeId | None] = [None] * len(requested)
         missing = []
-        for index, (one, answer) in enumerate(zip(requested, resolved, strict=True)):
-            if isinstance(answer, RepoinstallError):
-                outcomes[index] = answer  # the index could not say: this one fails, the others go on
-                continue
-            tids[index] = tid = answer
+        for index, (one, tid) in enumerate(zip(requested, chosen, strict=True)):
+            if isinstance(tid, RepoinstallError):
+                outcomes[index] = tid  # the index could not say: this one fails, the others go on
             # The warm path stays on this thread: a pool costs more than a check of everything present.
-            if tid is None or (present := self._present(one, tid)) is None:
+            elif tid is None or not in_use(self._layout, tid):
                 missing.append(index)
             else:
-                outcomes[index] = present
+                outcomes[index] = self._result(one, tid, "present")
         if len(missing) <= 1 or self.jobs == 1:
             for index in missing:
-                outcomes[index] = self._capture(requested[index], tids[index])
+                outcomes[index] = self._capture(requested[index], chosen[index])
         else:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=min(self.jobs, len(missing))) as pool:
-                done = pool.map(self._capture, [requested[i] for i in missing], [tids[i] for i in missing])
+                done = pool.map(self._capture, [requested[i] for i in missing], [chosen[i] for i in missing])
                 for index, outcome in zip(missing, done, strict=True):
                     outcomes[index] = outcome
-        final = [outcome for outcome in outcomes if outcome is not None]
-        if not return_exceptions:
-            for outcome in final:
-                if isinstance(outcome, RepoinstallError):
-                    raise outcome
-        return final
-
-    # ---- asyncio --------------------------------------------------------------------------------------------
+        return _gathered([o for o in outcomes if o is not None], return_exceptions)
 
     async def aensure(self, requested: Requested | str) -> EnsureResult:
         """:meth:`ensure` for asyncio. The lock-free check runs on the loop (a few small opens); resolution
@@ -279,12 +157,8 @@ class Repo:
         a task only stops it waiting: the install it started goes on to its end (published whole, or cleaned
         up), so other tasks waiting for it, and the repo, never see it cut short.
         """
-        if isinstance(requested, str):
-            requested = parse_spec(requested, source="api")
-        outcome = (await self._aresolve_all([requested]))[0]
-        if isinstance(outcome, RepoinstallError):
-            raise outcome
-        return await self._aensure(requested, outcome)
+        requested = _parsed(requested)
+        return await self._aensure(requested, _raise((await self._chooser.achoose([requested]))[0]))
 
     async def aensure_all(
         self, specs: Iterable[Requested | str], *, return_exceptions: bool = False
@@ -292,31 +166,43 @@ class Repo:
         """:meth:`ensure_all` for asyncio: resolved together, then installed concurrently (``jobs`` threads)."""
         import asyncio
 
-        requested = [parse_spec(s, source="api") if isinstance(s, str) else s for s in specs]
-        resolved = _raise_bad_input(await self._aresolve_all(requested))
+        requested = [_parsed(s) for s in specs]
+        chosen = _raise_bad_input(await self._chooser.achoose(requested))
 
-        async def one(spec: Requested, answer: TreeId | RepoinstallError | None) -> EnsureResult | RepoinstallError:
-            if isinstance(answer, RepoinstallError):
-                return answer
+        async def one(spec: Requested, tid: Choice) -> EnsureResult | RepoinstallError:
+            if isinstance(tid, RepoinstallError):
+                return tid
             try:
-                return await self._aensure(spec, answer)
+                return await self._aensure(spec, tid)
             except RepoinstallError as error:
                 return error
 
-        outcomes = list(await asyncio.gather(*(one(r, a) for r, a in zip(requested, resolved, strict=True))))
-        if not return_exceptions:
-            for outcome in outcomes:
-                if isinstance(outcome, RepoinstallError):
-                    raise outcome
-        return outcomes
+        outcomes = await asyncio.gather(*(one(r, t) for r, t in zip(requested, chosen, strict=True)))
+        return _gathered(list(outcomes), return_exceptions)
+
+    def _capture(self, requested: Requested, tid: Choice) -> EnsureResult | RepoinstallError:
+        try:
+            return self._ensure(requested, _raise(tid))
+        except RepoinstallError as error:
+            return error
+
+    def _ensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
+        if tid is None:
+            return self._skipped(requested)
+        if in_use(self._layout, tid):
+            return self._result(requested, tid, "present")
+        # Threads of this process asking for the same tree share one install before touching the file lock.
+        outcome, shared = self._single_flight().run(tid, partial(self._install, requested, tid))
+        action = "waited" if shared else outcome.action
+        return self._result(requested, tid, action, outcome.waited, outcome.installing)
 
     async def _aensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
         import asyncio
 
         if tid is None:
             return self._skipped(requested)
-        if (present := self._present(requested, tid)) is not None:
-            return present
+        if in_use(self._layout, tid):
+            return self._result(requested, tid, "present")
         loop = asyncio.get_running_loop()
         key = (id(loop), tid)
         # No await between this look-up and the insert below, so tasks of one loop cannot both start a job; threads
@@ -332,17 +218,55 @@ class Repo:
         result = await asyncio.shield(job)
         if not shared:
             return result
-        timing = Timing()
-        timing.waited = time.monotonic() - started
-        return self._result(requested, tid, "waited", timing)
+        return self._result(requested, tid, "waited", time.monotonic() - started)
+
+    def _install(self, requested: Requested, tid: TreeId) -> Outcome:
+        from ._install.protocol import ensure_tree
+
+        self._emit(Event("start", str(tid)))
+        started = time.monotonic()
+        with os_errors(self._layout.root, tid):
+            outcome = ensure_tree(self._layout, self._locks, self._install_options, requested, tid)
+        self._emit(Event("done", str(tid), outcome.action, time.monotonic() - started))
+        _log.logger().info("%s %s (%.1fs)", outcome.action, tid, time.monotonic() - started)
+        return outcome
+
+    def _single_flight(self) -> SingleFlight[Outcome]:
+        # Made on first use (the warm path never needs it), once: two tables would let two threads install at once.
+        if (flights := self._flights) is None:
+            from ._install.flight import SingleFlight
+
+            with self._lazy_guard:
+                if self._flights is None:
+                    self._flights = SingleFlight()
+                flights = self._flights
+        return flights
 
     def _executor(self) -> ThreadPoolExecutor:
-        with self._executor_guard:
+        with self._lazy_guard:
             if self._pool is None:
                 from concurrent.futures import ThreadPoolExecutor
 
                 self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="repoinstall")
             return self._pool
+
+    # ---- results and events -------------------------------------------------------------------------------
+
+    def _skipped(self, requested: Requested) -> EnsureResult:
+        _log.logger().info("skipped %s: its marker is false here", requested.text)
+        self._emit(Event("ensured", "", "skipped", requirement=requested.text))
+        return EnsureResult(requested.text, requested.name, None, None, "skipped")
+
+    def _result(
+        self, requested: Requested, tid: TreeId, action: Action, waited: float = 0.0, installing: float = 0.0
+    ) -> EnsureResult:
+        self._emit(Event("ensured", str(tid), action, waited + installing, requested.text, waited, installing))
+        path = self._layout.tree_path(tid)
+        return EnsureResult(requested.text, tid.name, tid.version_text, path, action, tid.extras, waited, installing)
+
+    def _emit(self, event: Event) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
 
     # ---- using trees ----------------------------------------------------------------------------------------
 
@@ -377,158 +301,46 @@ class Repo:
             return tree.path
         return self.tree_path(tree)
 
-    def _capture(self, requested: Requested, tid: TreeId | None) -> EnsureResult | RepoinstallError:
-        try:
-            return self._ensure(requested, tid)
-        except RepoinstallError as error:
-            return error
+    def tree_path(self, requested: Requested | str) -> str:
+        """The installed tree's path for ``requested``; :class:`NotInstalled` if it is not installed."""
+        from ._store.check import present
 
-    def _ensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
+        requested = _parsed(requested)
+        tid, ask_index = self._chooser.offline(requested)[1:]
         if tid is None:
-            return self._skipped(requested)
-        if (present := self._present(requested, tid)) is not None:
-            return present
-        # Threads of this process asking for the same tree share one install before touching the file lock.
-        (action, timing), shared = self._single_flight().run(tid, lambda: self._install(requested, tid))
-        return self._result(requested, tid, "waited" if shared else action, timing)
+            if ask_index:
+                raise NotInstalled(f"{requested.text}: not installed in {self.path}")
+            raise NotInstalled(f"{requested.text}: its marker is false here, so it has no tree")
+        if not present(self._layout, tid):
+            raise NotInstalled(f"{tid}: not installed in {self.path}")
+        return self._layout.tree_path(tid)
 
-    def _skipped(self, requested: Requested) -> EnsureResult:
-        _log.logger().info("skipped %s: its marker is false here", requested.text)
-        self._emit(Event("ensured", "", "skipped", requirement=requested.text))
-        return EnsureResult(requested.text, requested.name, None, None, "skipped")
-
-    def _present(self, requested: Requested, tid: TreeId) -> EnsureResult | None:
-        # Lock-free fast path: a record and matching METADATA mean installed. No lock, no network, no process.
-        if check(self._layout, tid).state is State.PRESENT:
-            _manifest.mark_used(self._layout, tid, time.time())
-            return self._result(requested, tid, "present", Timing())
-        return None
-
-    def _result(self, requested: Requested, tid: TreeId, action: Action, timing: Timing) -> EnsureResult:
-        if self._on_event is not None:
-            total = timing.waited + timing.installing
-            self._on_event(Event("ensured", str(tid), action, total, requested.text, timing.waited, timing.installing))
-        return EnsureResult(
-            requested.text,
-            tid.name,
-            tid.version_text,
-            self._layout.tree_path(tid),
-            action,
-            tid.extras,
-            timing.waited,
-            timing.installing,
-        )
-
-    def _lock(self, tid: TreeId, ready: Callable[[], bool] | None = None) -> TreeLock:
-        from ._lock import NoLock, Unusable, open_tree_lock
-
-        if not self.settings.enabled:
-            return NoLock()
-        lock = open_tree_lock(self._layout, tid, self.settings, ready=ready)
-        if isinstance(lock, Unusable):
-            self._go_without(lock)
-            return NoLock()
-        return lock
-
-    def _go_without(self, unusable: Unusable) -> None:
-        # Once per kind of obstacle: a repo of a thousand trees on sshfs should say it once, not a thousand times.
-        if unusable.kind not in self._warned:
-            self._warned.add(unusable.kind)
-            _log.logger().warning("%s", unusable.message)
-
-    def _install(self, requested: Requested, tid: TreeId) -> tuple[Action, Timing]:
-        from ._install import install_locked
-        from ._lock import PeerFinished
-
-        timing = Timing()
-        self._emit(Event("start", str(tid)))
-        started = time.monotonic()
-        try:
-            action: Action = self._locked(
-                tid,
-                lambda lock: install_locked(
-                    self._layout, self._install_options, requested, tid, lock, timing, self.settings.heartbeat
-                ),
-                # While we wait, a peer's publish ends the wait at once: the tree is there, no lock needed.
-                ready=lambda: check(self._layout, tid).state is State.PRESENT,
-            )
-        except PeerFinished:
-            action = "waited"
-        timing.waited = max(0.0, time.monotonic() - started - timing.installing)
-        self._emit(Event("done", str(tid), action, time.monotonic() - started))
-        _log.logger().info("%s %s (%.1fs)", action, tid, time.monotonic() - started)
-        return action, timing
-
-    def _locked(self, tid: TreeId, step: Callable[[TreeLock], T], *, ready: Callable[[], bool] | None = None) -> T:
-        """Run ``step`` holding the tree's lock, with filesystem errors turned into clear ones. With ``ready``,
-        :class:`PeerFinished` if it comes true while waiting for the lock (``step`` is then not run)."""
-        try:
-            self._layout.writable_fd()
-            try:
-                with self._lock(tid, ready) as lock:
-                    return step(lock)
-            except ForeignLock as foreign:
-                # Another UID created the lock between our look and our acquire.
-                from ._lock import NoLock, foreign_lock
-
-                self._go_without(foreign_lock(tid, foreign.owner))
-                with NoLock() as lock:
-                    return step(lock)
-        except OSError as error:
-            _log.logger().debug("%s: %s", tid, error, exc_info=True)  # -v: where it happened
-            raise _os_error(error, self._layout.root, tid) from None
-
-    def _emit(self, event: Event) -> None:
-        if self._on_event is not None:
-            self._on_event(event)
-
-    # ---- queries ------------------------------------------------------------------------------------------
+    # ---- operator commands ----------------------------------------------------------------------------------
 
     def verify(self, specs: Iterable[Requested | str] = ()) -> list[TreeReport]:
         """Verify the trees for ``specs`` file by file, or every tree in the repo (all environments) if none."""
-        from ._verify import verify
+        from ._ops.verify import every_tree, verify
 
-        wanted = [parse_spec(s, source="api") if isinstance(s, str) else s for s in specs]
+        wanted = [_parsed(s) for s in specs]
         self._layout.existing_fd()
         if wanted:
-            tids = [tid for tid in (self._resolve_any(r) for r in wanted) if tid is not None]
+            tids = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None]
         else:
-            seen = set(self._layout.discover(RECORDS)) | set(self._layout.discover(TREES))
-            tids = [self._as_recorded(t) for t in sorted(seen, key=lambda t: (t.env, t.name, t.version, t.extras))]
+            tids = every_tree(self._layout)
         return [verify(self._layout, tid) for tid in tids]
 
     def repair(self, report: TreeReport) -> str:
         """Fix what ``verify`` found, under the tree's lock: re-record a whole tree or reinstall a broken one."""
-        from ._install import repair_locked
+        from ._ops.repair import repair_tree
 
         if report.ok:
             return "ok"
-        if report.tid.env != self.env:
-            raise InstallError(f"{report.tid} ({report.tid.env}): built for another environment; repair it there")
-        return self._locked(
-            report.tid,
-            lambda lock: repair_locked(self._layout, self._install_options, report.tid, lock, self.settings.heartbeat),
-        )
-
-    def _as_recorded(self, tid: TreeId, record: _manifest.TreeEntry | None = None) -> TreeId:
-        # A tree found on disk is named by its canonical version ("1"); its record says how it is spelled ("1.0").
-        record = record or _manifest.read(self._layout, tid)
-        if record is None or record.version == tid.version_text:
-            return tid
-        from packaging.version import Version
-
-        return TreeId(tid.env, tid.name, Version(record.version), tid.extras)
-
-    def _resolve_any(self, requested: Requested) -> TreeId | None:
-        # For verify: a pinned spec names its tree even when that tree is missing or broken.
-        offline = self._offline(requested)
-        if offline.ask_index and offline.tid is None:
-            raise NotInstalled(f"{requested.text}: no installed version matches")
-        return offline.tid
+        with os_errors(self._layout.root, report.tid):
+            return repair_tree(self._layout, self._locks, self._install_options, report.tid, self.env)
 
     def locks(self) -> list[LockInfo]:
         """Every install lock in the repo: holder, heartbeat age, stale by this repo's ``stale_after``."""
-        from ._locks import list_locks
+        from ._ops.lockinfo import list_locks
 
         self._layout.existing_fd()
         return list_locks(self._layout, self.settings.stale_after)
@@ -537,8 +349,8 @@ class Repo:
         self, *, older_than: float = GC_OLDER_THAN, unused_for: float | None = None, dry_run: bool = False
     ) -> list[Removal]:
         """Remove crashed installers' leftovers older than ``older_than`` seconds (and, with ``unused_for``,
-        trees not ensured for that long); see :mod:`repoinstall._gc` for why each removal is safe."""
-        from ._gc import Collector
+        trees not ensured for that long); see :mod:`repoinstall._ops.gc` for why each removal is safe."""
+        from ._ops.gc import Collector
 
         self._layout.existing_fd()
         return Collector(
@@ -547,55 +359,44 @@ class Repo:
 
     def doctor(self) -> list[Finding]:
         """Probe the repo's filesystem for what repoinstall relies on."""
-        from ._doctor import probe
+        from ._ops.doctor import probe
 
         self._layout.existing_fd()  # probes an existing directory; ensure is what creates a repo
         return probe(self._layout)
 
-    def tree_path(self, requested: Requested | str) -> str:
-        """The installed tree's path for ``requested``; :class:`NotInstalled` if it is not installed."""
-        if isinstance(requested, str):
-            requested = parse_spec(requested, source="api")
-        tid, ask_index = self._offline(requested)[1:]
-        if tid is None:
-            if ask_index:
-                raise NotInstalled(f"{requested.text}: not installed in {self.path}")
-            raise NotInstalled(f"{requested.text}: its marker is false here, so it has no tree")
-        if check(self._layout, tid).state is not State.PRESENT:
-            raise NotInstalled(f"{tid}: not installed in {self.path}")
-        return self._layout.tree_path(tid)
-
-    def list(self) -> list[tuple[_manifest.TreeEntry, str]]:
+    def list(self) -> list[tuple[TreeEntry, str]]:
         """Every recorded tree in the repo, all environments, with its path."""
-        root = self._layout.existing_fd()
-        found = []
-        for tid in self._layout.discover(RECORDS):
-            record = _manifest.read(self._layout, tid)
-            tree = _fs.open_dir(root, (*self._layout.tree_dir(tid), tid.leaf))
-            if tree is None:
-                continue  # a record whose tree is gone (removed by hand, or mid-gc) is not an installed tree
-            os.close(tree)
-            if record is not None:
-                found.append((record, self._layout.tree_path(tid)))
-        return found
+        from ._ops.listing import installed
+
+        return installed(self._layout)
 
 
-def _os_error(error: OSError, root: str, tid: TreeId) -> RepoinstallError:
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return InstallError(f"{tid}: the repo's filesystem is full ({root}): {error.strerror}")
-    if error.errno == errno.EROFS:
-        return RepoUnusable(f"repo {root} is read-only: cannot install {tid}")
-    if error.errno in (errno.EACCES, errno.EPERM):
-        return RepoUnusable(f"repo {root}: permission denied at {error.filename or root}")
-    return InstallError(f"{tid}: {error.strerror or error} ({error.filename or root})")
+def _parsed(requested: Requested | str) -> Requested:
+    return parse_spec(requested, source="api") if isinstance(requested, str) else requested
 
 
-def _raise_bad_input(resolved: list[TreeId | RepoinstallError | None]) -> list[TreeId | RepoinstallError | None]:
+def _raise(choice: Choice) -> TreeId | None:
+    if isinstance(choice, RepoinstallError):
+        raise choice
+    return choice
+
+
+def _raise_bad_input(chosen: list[Choice]) -> list[Choice]:
     # Bad input fails the whole call before anything is installed; an index that could not answer fails its spec.
-    for answer in resolved:
-        if isinstance(answer, RepoinstallError) and not isinstance(answer, ResolutionError):
-            raise answer
-    return resolved
+    for choice in chosen:
+        if isinstance(choice, RepoinstallError) and not isinstance(choice, ResolutionError):
+            raise choice
+    return chosen
+
+
+def _gathered(
+    outcomes: list[EnsureResult | RepoinstallError], return_exceptions: bool
+) -> list[EnsureResult | RepoinstallError]:
+    if not return_exceptions:
+        for outcome in outcomes:
+            if isinstance(outcome, RepoinstallError):
+                raise outcome
+    return outcomes
 
 
 def _job_done(
@@ -607,9 +408,3 @@ def _job_done(
     # Every waiter may have been cancelled: fetch the outcome so asyncio does not warn it was never retrieved.
     if not done.cancelled():
         done.exception()
-
-
-async def _to_thread(function: Callable[[], T]) -> T:
-    import asyncio
-
-    return await asyncio.to_thread(function)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from ._errors import InvalidRequirement, RequirementsFileError
-from ._identity import MAX_NAME_AND_LEAF, TreeId, canonical_name
+from ._store.identity import MAX_NAME_AND_LEAF, TreeId, canonical_name
 from ._textfile import read_text
 
 if TYPE_CHECKING:

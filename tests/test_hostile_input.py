@@ -347,7 +347,7 @@ def test_a_bug_is_one_line_with_credentials_hidden_and_its_traceback_only_with_v
         "def broken(self, **kwargs):\n"
         "    raise RuntimeError('asked http://deploy:" + SECRET + "@127.0.0.1/simple and failed\\nsecond line')\n"
         "r.Repo.gc = broken\n"
-        "from repoinstall._cli import main\n"
+        "from repoinstall._cli.app import main\n"
         "sys.argv = ['repoinstall', *sys.argv[1:]]\n"
         "main()\n"
     )

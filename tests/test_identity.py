@@ -9,8 +9,8 @@ from packaging.tags import sys_tags
 from packaging.utils import canonicalize_name, canonicalize_version
 from packaging.version import Version
 
-from repoinstall import _envtag
-from repoinstall._identity import canonical_name, canonical_version
+from repoinstall._store import envtag as _envtag
+from repoinstall._store.identity import canonical_name, canonical_version
 
 NAMES = ["Adaptor_A", "a.b-c", "A__B..c--d", "x", "Zope.Interface", "foo_-_bar", "UPPER", "a1.2_3"]
 VERSIONS = [

@@ -87,7 +87,8 @@ def test_missing_uv_is_one_clear_line_and_present_trees_still_serve(repo: Path, 
     before = snapshot(repo / "trees")
     # This interpreter without the uv package and with no uv on PATH: what a pod without the extra sees.
     blocked = (
-        "import sys; sys.modules['uv'] = None; from repoinstall._cli import main; sys.argv[0] = 'repoinstall'; main()"
+        "import sys; sys.modules['uv'] = None; from repoinstall._cli.app import main; "
+        "sys.argv[0] = 'repoinstall'; main()"
     )
     assert shutil.which("uv", path="/usr/bin:/bin") is None
     env = isolated_env(REPOINSTALL_INSTALLER="uv", PATH="/usr/bin:/bin")

@@ -149,17 +149,17 @@ def test_wait_timeout_exits_3_and_names_the_holder(repo: Path, index: IndexServe
 def test_a_waiter_ends_when_the_tree_is_published_not_when_the_lock_is_released(repo: Path, index: IndexServer) -> None:
     from packaging.version import Version
 
-    from repoinstall._identity import TreeId, environment_tag
-    from repoinstall._layout import Layout
-    from repoinstall._lock import FileTreeLock, open_tree_lock
     from repoinstall._options import LockSettings
+    from repoinstall._store.identity import TreeId, environment_tag
+    from repoinstall._store.layout import Layout
+    from repoinstall._store.lock import TreeLocks
 
     slow_lock = ["--stale-after", "600", "--heartbeat", "20", "--wait-timeout", "60"]
     layout = Layout(repo)
     # This test holds the tree's lock (heartbeat running) for the whole test and never installs anything.
-    held = open_tree_lock(layout, TreeId(environment_tag(), "adaptor-a", Version("1.0")), LockSettings(600, 20))
-    assert isinstance(held, FileTreeLock)
-    with held:
+    tid = TreeId(environment_tag(), "adaptor-a", Version("1.0"))
+    with TreeLocks(layout, LockSettings(600, 20)).hold(tid) as held:
+        assert held.without is None and not held.peer_finished
         waiter = start(*ensure_args(repo, index.url, "adaptor-a==1.0", fast=False), *slow_lock, "-v")
         time.sleep(1.0)  # the waiter sees the held lock
         # A --no-lock pod publishes the tree while the lock is still held by someone else.

@@ -363,9 +363,9 @@ def test_fleet_asks_the_index_once_per_package(repo: Path, fixture_index: IndexS
 def test_wheel_metadata_by_range_requests(pypi: PypiServer) -> None:
     import httpx
 
-    from repoinstall import _http
-    from repoinstall._simple import Link
-    from repoinstall._wheelmeta import requires_python
+    from repoinstall._index import http as _http
+    from repoinstall._index.simple import Link
+    from repoinstall._index.wheelmeta import requires_python
 
     link = Link("demo_pkg-2.2-py3-none-any.whl", f"{pypi.url}/packages/demo_pkg-2.2-py3-none-any.whl")
     with httpx.Client() as client:
@@ -448,7 +448,7 @@ def test_same_choice_as_pip(tmp_path: Path, pypi: PypiServer, devpi: dict[str, s
 def test_an_oversized_answer_is_not_retried(fixture_index: IndexServer) -> None:
     import httpx
 
-    from repoinstall import _http
+    from repoinstall._index import http as _http
 
     fixture_index.pages.clear()
     with httpx.Client() as client:

@@ -91,7 +91,8 @@ def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import() -> None:
 
 def test_the_graph_sees_imports_inside_functions() -> None:
     graph = import_graph()
-    assert "repoinstall._pip" in graph["repoinstall._installer"]  # imported inside backend()
+    # imported inside backend():
+    assert "repoinstall._install.backends.pip" in graph["repoinstall._install.backends.run"]
 
 
 def test_the_package_has_no_import_cycle() -> None:
@@ -100,3 +101,55 @@ def test_the_package_has_no_import_cycle() -> None:
 
 def test_result_values_import_nothing_from_the_package() -> None:
     assert import_graph()["repoinstall._results"] == set()
+
+
+#: The package's layers, lowest first. A module may import from its own layer's package or from a lower layer,
+#: never from a higher one: plain values at the bottom, the command line at the top.
+LAYERS = [
+    # values and leaf helpers: settings, results, errors, logging, URLs, pip's configuration, text files
+    {"_errors", "_results", "_options", "_log", "_urls", "_textfile", "_pipconfig"},
+    {"_store"},  # the repo on disk: layout, fs, identity, manifest, the check, locks
+    {"_requirements"},  # specs, bounded by the store's tree names
+    {"_index", "_install"},  # asking an index; making a tree exist (neither imports the other)
+    {"_ops"},  # operator commands: verify, repair, gc, lock info, doctor, list
+    {"_choose", "_activate"},
+    {"_repo"},
+    {"repoinstall"},  # the public names (__init__)
+    {"_cli"},
+    {"__main__"},
+]
+
+
+def _unit(module: str) -> str:
+    """The layer unit of a module: its subpackage (``_store``), or the top-level module itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _rank(unit: str) -> int:
+    for rank, layer in enumerate(LAYERS):
+        if unit in layer:
+            return rank
+    raise AssertionError(f"{unit} is in no layer: add it to LAYERS")
+
+
+def test_no_module_imports_from_a_higher_layer_or_a_sibling_package() -> None:
+    upward = []
+    for module, imports in import_graph().items():
+        for imported in imports:
+            mine, theirs = _unit(module), _unit(imported)
+            if mine != theirs and (_rank(theirs) > _rank(mine) or {mine, theirs} == {"_index", "_install"}):
+                upward.append(f"{module} -> {imported}")
+    assert upward == []
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    assert _rank(_unit("repoinstall._store.check")) < _rank(_unit("repoinstall._repo"))
+    assert _unit("repoinstall._install.backends.pip") == "_install"
+
+
+def test_subpackage_inits_import_nothing() -> None:
+    inits = [name for name in import_graph() if (PACKAGE.parent / name.replace(".", "/") / "__init__.py").exists()]
+    eager = {name: sorted(import_graph()[name]) for name in inits if name != "repoinstall" and import_graph()[name]}
+    assert len(inits) >= 6
+    assert eager == {}

@@ -34,7 +34,7 @@ def _first_use_by_many(make: Callable[[], object], threads: int = 16) -> set[int
 def test_one_resolver_and_one_http_client_for_all_threads(tmp_path: Path) -> None:
     for attempt in range(20):
         with Repo(tmp_path / f"repo-{attempt}") as repo:
-            assert len(_first_use_by_many(repo._make_resolver)) == 1
+            assert len(_first_use_by_many(repo._chooser._make_resolver)) == 1
 
 
 def test_one_single_flight_table_for_all_threads(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from repoinstall import _publish
-from repoinstall._dists import Dist
-from repoinstall._identity import TreeId
-from repoinstall._manifest import FORMAT, TreeEntry, parse
+from repoinstall._install import publish as _publish
+from repoinstall._store.dists import Dist
+from repoinstall._store.identity import TreeId
+from repoinstall._store.manifest import FORMAT, TreeEntry, parse
 
 TID = TreeId("cp311-test", "adaptor-a", Version("1.0"), ("fast",))
 

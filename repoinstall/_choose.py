@@ -1,0 +1,147 @@
+"""Which tree satisfies a spec, offline first.
+
+A pinned spec names its tree with no disk access. A range takes the highest installed version that matches,
+by pip's pre-release rule, with no network at all; only if none does (or with ``refresh``) is the index asked,
+through the answers cached on the volume, as pip would ask it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
+
+from . import _log
+from ._errors import NotInstalled, RepoinstallError, ResolutionError
+from ._requirements import Requested, parse_spec
+from ._store.check import State, check
+from ._store.identity import TreeId
+from ._store.layout import RECORDS, Layout
+from ._store.manifest import as_recorded
+
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from ._index.resolve import Resolver
+    from ._options import InstallOptions, LockSettings
+
+#: A spec's tree, ``None`` if its marker is false here, or why it has none (the index could not say, bad input).
+Choice = TreeId | RepoinstallError | None
+
+
+class Offline(NamedTuple):
+    """What the repo alone says about a spec: its tree (``None``: marker false, or nothing installed matches)
+    and whether the index must be asked (nothing matches, or ``refresh``)."""
+
+    requested: Requested
+    tid: TreeId | None
+    ask_index: bool
+
+
+class Chooser:
+    """Chooses trees for specs in one repo and environment; owns the index resolver, made on first need."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        env: str,
+        settings: LockSettings,
+        install: InstallOptions | None,
+        *,
+        refresh: bool,
+        pre: bool,
+        index_ttl: float,
+    ) -> None:
+        self._layout = layout
+        self._env = env
+        self._settings = settings
+        self._install = install
+        self.refresh = refresh
+        self.pre = pre
+        self.index_ttl = index_ttl
+        self._resolver: Resolver | None = None
+        #: Threads (--jobs) may ask for the resolver first at once: one resolver, one HTTP client, closed by close().
+        self._guard = threading.Lock()
+
+    def close(self) -> None:
+        if self._resolver is not None:
+            self._resolver.close()
+
+    def choose(self, specs: Iterable[Requested]) -> list[Choice]:
+        offline = [self.offline(spec) for spec in specs]
+        asking = [one.requested for one in offline if one.ask_index]
+        answers = (self._resolver or self._make_resolver()).resolve(asking) if asking else []
+        return self._settle(offline, answers)
+
+    async def achoose(self, specs: Iterable[Requested]) -> list[Choice]:
+        """:meth:`choose` on the event loop: the index is asked with ``httpx.AsyncClient``."""
+        import asyncio
+
+        offline = [self.offline(spec) for spec in specs]
+        asking = [one.requested for one in offline if one.ask_index]
+        answers: list[Version | ResolutionError] = []
+        if asking:
+            resolver = self._resolver if self._resolver is not None else await asyncio.to_thread(self._make_resolver)
+            answers = await resolver.aresolve(asking)
+        return self._settle(offline, answers)
+
+    def offline(self, requested: Requested | str) -> Offline:
+        """What the repo alone says about a spec, with no network."""
+        if isinstance(requested, str):
+            requested = parse_spec(requested, source="api")
+        if not requested.marker_applies():
+            return Offline(requested, None, False)
+        version = requested.pinned_version()
+        if version is not None:
+            return Offline(requested, TreeId(self._env, requested.name, version, requested.extras), False)
+        installed = self._installed_match(requested)
+        return Offline(requested, installed, installed is None or self.refresh)
+
+    def named_tree(self, requested: Requested) -> TreeId | None:
+        """For verify: the tree a spec names even when that tree is missing or broken (a range: an installed one)."""
+        offline = self.offline(requested)
+        if offline.ask_index and offline.tid is None:
+            raise NotInstalled(f"{requested.text}: no installed version matches")
+        return offline.tid
+
+    def _installed_match(self, requested: Requested) -> TreeId | None:
+        # The highest installed version the spec admits, by the same rule as the index: pip's pre-release rule.
+        found = {
+            tid.version: tid
+            for tid in self._layout.discover(RECORDS, self._env, requested.name)
+            if tid.extras == requested.extras
+        }
+        for candidate in requested.choose(found, pre=self.pre):
+            tid = found[candidate]
+            status = check(self._layout, tid)
+            if status.state is State.PRESENT:
+                return as_recorded(self._layout, tid, status.record)
+        return None
+
+    def _settle(self, offline: list[Offline], answers: list[Version | ResolutionError]) -> list[Choice]:
+        """Each spec's tree: from the repo alone, or from the index's answer (in order, for those that asked)."""
+        pending = iter(answers)
+        return [self._merge(one, next(pending)) if one.ask_index else one.tid for one in offline]
+
+    def _merge(self, offline: Offline, answer: Version | ResolutionError) -> TreeId | RepoinstallError:
+        requested, installed = offline.requested, offline.tid
+        if isinstance(answer, ResolutionError):
+            if installed is None:
+                return answer
+            # --refresh with the index unreachable: what is installed still satisfies the spec.
+            _log.logger().warning("%s; keeping installed %s", answer, installed)
+            return installed
+        if installed is not None and installed.version >= answer:
+            return installed
+        return TreeId(self._env, requested.name, answer, requested.extras)
+
+    def _make_resolver(self) -> Resolver:
+        from ._index.cache import IndexCache
+        from ._index.resolve import Resolver
+        from ._pipconfig import index_config
+
+        with self._guard:
+            if self._resolver is None:
+                cache = IndexCache(self._layout, self.index_ttl, self._settings)
+                self._resolver = Resolver(index_config(self._install, pre=self.pre), cache)
+            return self._resolver

@@ -1,0 +1,411 @@
+"""The ``repoinstall`` command line.
+
+No ``from __future__ import annotations`` here: typer would then eval every annotation string on each run.
+"""
+
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from .. import _log
+from .._errors import RepoinstallError
+from .._repo import Repo
+from .._results import EnsureResult
+from .options import INSTALLING, LOCKING, OUTPUT, RESOLVING, Options, repo_path, takes
+
+if TYPE_CHECKING:
+    import logging
+
+    from .._requirements import Requested
+
+EXIT_CODES = """\
+Exit codes: 0 ok; 1 install failed (pip error, disk full, not installed);
+2 bad input (usage, spec, requirements file, unusable repo path);
+3 timed out waiting for a peer's install lock."""
+
+app = typer.Typer(
+    help="Install Python packages once into a repo directory shared by many pods.\n\n" + EXIT_CODES,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+SpecsArg = Annotated[
+    list[str] | None, typer.Argument(metavar="[SPEC]...", help="PEP 508 requirements.", show_default=False)
+]
+ReqOpt = Annotated[
+    list[str] | None,
+    typer.Option("-r", "--requirement", metavar="FILE", help="Requirements file (repeatable).", show_default=False),
+]
+
+
+def _log_handler() -> "logging.Handler":
+    """On a terminal, log lines clear the progress line first; elsewhere plain lines on stderr."""
+    import logging
+
+    if sys.stderr.isatty():
+        from .progress import ClearingHandler
+
+        return ClearingHandler(sys.stderr)
+    return logging.StreamHandler(sys.stderr)
+
+
+def _configure_log(opts: Options) -> None:
+    _log.configure_cli(quiet=opts.quiet, verbose=opts.verbose, handler=_log_handler)
+
+
+def _fail(error: RepoinstallError | str, code: int | None = None) -> NoReturn:
+    message = str(error)
+    typer.echo(f"repoinstall: error: {message}", err=True)
+    raise typer.Exit(code if code is not None else getattr(error, "exit_code", 1))
+
+
+def _ensure_cli(
+    specs: list[str] | None, requirement: list[str] | None, opts: Options, silent: bool
+) -> "tuple[list[Requested], str, str, list[EnsureResult | RepoinstallError]]":
+    """Parse the specs and files, ensure them all; what was asked, the repo, its env tag and each outcome."""
+    from .._requirements import collect
+
+    if not specs and not requirement:
+        _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
+    try:
+        # Files that list nothing (comments only) are fine: an init container for an empty list is a no-op.
+        wanted = collect(specs or [], requirement or [])
+    except RepoinstallError as error:
+        _fail(error)
+    progress = None
+    if sys.stderr.isatty() and not silent:
+        from .progress import Progress
+
+        progress = Progress()
+    try:
+        path = repo_path(opts, announce=not silent)
+        with Repo(path, on_event=progress, **opts.repo_settings()) as store:
+            outcomes = store.ensure_all(wanted, return_exceptions=True)
+    except RepoinstallError as error:
+        _fail(error)
+    finally:
+        if progress is not None:
+            progress.close()
+    return wanted, store.path, store.env, outcomes
+
+
+@app.command(epilog=EXIT_CODES)
+@takes(*OUTPUT, *LOCKING, *INSTALLING, *RESOLVING)
+def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
+    """Install what is missing (once, cluster-wide) and print where each tree is.
+
+    Unpinned specs (pkg, pkg>=2,<3) take the highest installed version that matches, with no network; only
+    if none matches (or with --refresh) is the index asked, as pip would ask it (pip.conf, PIP_INDEX_URL,
+    --index-url, ~/.netrc).
+    """
+    _configure_log(opts)
+    wanted, root, env, outcomes = _ensure_cli(specs, requirement, opts, opts.quiet or opts.as_json)
+    results = [o for o in outcomes if isinstance(o, EnsureResult)]
+    errors = [(w, o) for w, o in zip(wanted, outcomes, strict=True) if isinstance(o, RepoinstallError)]
+    if opts.as_json:
+        document = {
+            "repo": root,
+            "env": env,
+            "packages": [r.as_dict() for r in results if r.action != "skipped"],
+            "skipped": [
+                {"requirement": r.requirement, "reason": "marker is false"} for r in results if r.action == "skipped"
+            ],
+        }
+        if errors:
+            document["errors"] = [{"requirement": w.text, "error": str(e), "exit_code": e.exit_code} for w, e in errors]
+        typer.echo(json.dumps(document, indent=2))
+    elif not opts.quiet:
+        for result in results:
+            if result.action == "skipped":
+                typer.echo(f"skipped    {result.requirement} (marker is false)")
+            else:
+                typer.echo(f"{result.action:<10} {result.name}=={result.version}  {result.path}")
+    for _, failure in errors:
+        typer.echo(f"repoinstall: error: {failure}", err=True)
+    if errors:
+        raise typer.Exit(errors[0][1].exit_code)
+
+
+#: ``repoinstall run SPEC... -- COMMAND...``: main() takes the command off before typer parses the rest, since
+#: click drops the ``--`` that tells where the specs end.
+_run_command: list[str] = []
+
+
+@app.command(
+    epilog="Exit: the command's own code once it runs; 126/127 if it cannot be run; else as for ensure.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@takes("repo", "quiet", "verbose", *LOCKING, *INSTALLING, *RESOLVING)
+def run(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
+    """Ensure SPECs, then run COMMAND (given after --) with their trees first on PYTHONPATH.
+
+    Example: repoinstall run 'adaptor==1.4' -- python -m adaptor.job input.json
+    """
+    _configure_log(opts)
+    if not _run_command:
+        _fail("give the command to run after --, e.g. repoinstall run 'pkg==1.0' -- python -m pkg", 2)
+    _, _, _, outcomes = _ensure_cli(specs, requirement, opts, True)
+    for outcome in outcomes:
+        if isinstance(outcome, RepoinstallError):
+            _fail(outcome)
+    trees = [o.path for o in outcomes if isinstance(o, EnsureResult) and o.path is not None]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*trees, *filter(None, [env.get("PYTHONPATH")])])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(_run_command[0], _run_command, env)  # the command's exit code becomes ours
+    except OSError as error:
+        _fail(f"cannot run {_run_command[0]}: {error.strerror}", 127 if isinstance(error, FileNotFoundError) else 126)
+
+
+@app.command(epilog=EXIT_CODES)
+@takes(*OUTPUT, *LOCKING, *INSTALLING)
+def verify(
+    specs: SpecsArg = None,
+    all_trees: Annotated[
+        bool, typer.Option("--all", help="Every tree in the repo (the default without SPEC).")
+    ] = False,
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Re-record or reinstall what is broken, under its lock.")
+    ] = False,
+    *,
+    opts: Options,
+) -> None:
+    """Check trees file by file against their RECORD hashes and manifest records; exit 1 if any is wrong."""
+    _configure_log(opts)
+    from .._requirements import parse_spec
+
+    if specs and all_trees:
+        _fail("give SPEC arguments or --all, not both", 2)
+    repaired: list[dict[str, str]] = []
+    failed: list[str] = []
+    try:
+        wanted = [parse_spec(spec) for spec in specs or []]
+        with Repo(repo_path(opts, announce=False), **opts.repo_settings()) as store:
+            reports = store.verify(wanted)
+            for report in reports:
+                if repair and not report.ok:
+                    try:
+                        repaired.append({"tree": report.tid.pin, "env": report.tid.env, "action": store.repair(report)})
+                    except RepoinstallError as error:
+                        failed.append(str(error))
+            root = store.path
+    except RepoinstallError as error:
+        _fail(error)
+    if opts.as_json:
+        document = {"repo": root, "trees": [r.as_dict() for r in reports], "repaired": repaired}
+        typer.echo(json.dumps(document, indent=2))
+    elif not opts.quiet:
+        for report in reports:
+            detail = report.problems.summary() if report.problems else "; ".join(report.notes)
+            line = f"{report.status:<10} {report.tid.pin}  {report.tid.env}  {report.path}"
+            typer.echo(f"{line}\n           {detail}" if detail else line)  # an ok tree's notes too
+        for done in repaired:
+            typer.echo(f"{done['action']:<10} {done['tree']}  (repair)")
+    for message in failed:
+        typer.echo(f"repoinstall: error: {message}", err=True)
+    broken = [r for r in reports if not r.ok]
+    if failed or (broken and not repair):
+        raise typer.Exit(1)
+
+
+@app.command(epilog=EXIT_CODES)
+@takes("repo", "as_json", "stale_after")
+def locks(*, opts: Options) -> None:
+    """Every install lock: holder host and pid, seconds since its last heartbeat, stale or not."""
+    try:
+        with Repo(
+            repo_path(opts, announce=False), stale_after=opts.stale_after, heartbeat=opts.stale_after / 4
+        ) as store:
+            found = store.locks()
+            root = store.path
+    except RepoinstallError as error:
+        _fail(error)
+    if opts.as_json:
+        document = {"repo": root, "stale_after": opts.stale_after, "locks": [i.as_dict() for i in found]}
+        typer.echo(json.dumps(document, indent=2))
+        return
+    for info in found:
+        if not info.held:
+            state = "free"
+        else:
+            age = "?" if info.heartbeat_age is None else f"{info.heartbeat_age:.0f}s"
+            state = f"held by {info.host} pid {info.pid}, heartbeat {age} ago{' (STALE)' if info.stale else ''}"
+        waiting = f", {info.waiters} waiting" if info.waiters else ""
+        problem = f"  [{info.problem}]" if info.problem else ""
+        typer.echo(f"{info.tid.pin}  {info.tid.env}  {state}{waiting}{problem}")
+
+
+@app.command(epilog=EXIT_CODES)
+@takes(*OUTPUT, "no_lock", "stale_after", "heartbeat")
+def gc(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
+    older_than: Annotated[
+        str, typer.Option("--older-than", metavar="DURATION", help="Leave debris younger than this (e.g. 30m).")
+    ] = "1h",
+    unused_for: Annotated[
+        str | None,
+        typer.Option("--unused-for", metavar="DURATION", help="Also remove trees nobody has ensured for this long."),
+    ] = None,
+    *,
+    opts: Options,
+) -> None:
+    """Remove crashed installers' staging dirs, lock debris, set-aside trees and, on request, unused trees."""
+    _configure_log(opts)
+    from .._options import parse_duration
+
+    try:
+        older = parse_duration(older_than)
+        unused = None if unused_for is None else parse_duration(unused_for)
+    except ValueError as error:
+        _fail(str(error), 2)
+    try:
+        path = repo_path(opts, announce=False)
+        with Repo(path, lock=not opts.no_lock, stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
+            removed = store.gc(older_than=older, unused_for=unused, dry_run=dry_run)
+            root = store.path
+    except RepoinstallError as error:
+        _fail(error)
+    if opts.as_json:
+        typer.echo(json.dumps({"repo": root, "dry_run": dry_run, "removed": [r.as_dict() for r in removed]}, indent=2))
+    elif not opts.quiet:
+        for item in removed:
+            verb = "removed" if item.done else "would remove" if dry_run else "kept"
+            typer.echo(f"{verb:<12} {item.kind:<8} {item.path}  ({item.reason})")
+    if any(not item.done for item in removed) and not dry_run:
+        raise typer.Exit(1)
+
+
+@app.command(epilog=EXIT_CODES)
+@takes("repo", "as_json")
+def doctor(*, opts: Options) -> None:
+    """Probe the repo's filesystem and say what repoinstall can rely on there; exit 1 where it cannot be safe."""
+    try:
+        with Repo(repo_path(opts, announce=False)) as store:
+            findings = store.doctor()
+            root = store.path
+    except RepoinstallError as error:
+        _fail(error)
+    if opts.as_json:
+        typer.echo(json.dumps({"repo": root, "findings": [f.as_dict() for f in findings]}, indent=2))
+    else:
+        for finding in findings:
+            mark = "ok  " if finding.ok else "FAIL"
+            tail = f"\n      -> {finding.consequence}" if finding.consequence else ""
+            typer.echo(f"{mark}  {finding.check}: {finding.result}{tail}")
+    unsafe = [f for f in findings if not f.ok]
+    if unsafe:
+        typer.echo(f"repoinstall: error: {root}: {unsafe[0].check}: {unsafe[0].consequence}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command(epilog=EXIT_CODES)
+@takes("repo")
+def path(
+    specs: Annotated[list[str], typer.Argument(metavar="SPEC...", help="PEP 508 requirements.")], *, opts: Options
+) -> None:
+    """Print the installed trees' paths joined for PYTHONPATH; exit 1 if one is not installed."""
+    from .._requirements import parse_spec
+
+    try:
+        wanted = [parse_spec(spec) for spec in specs]
+        with Repo(repo_path(opts, announce=False)) as store:
+            paths = [store.tree_path(w) for w in wanted]
+    except RepoinstallError as error:
+        _fail(error)
+    typer.echo(os.pathsep.join(paths))
+
+
+@app.command("list", epilog=EXIT_CODES)
+@takes("repo", "as_json")
+def list_(*, opts: Options) -> None:
+    """List every installed tree in the repo (all environments)."""
+    try:
+        with Repo(repo_path(opts, announce=False)) as store:
+            records = store.list()
+            root = store.path
+    except RepoinstallError as error:
+        _fail(error)
+    rows = [
+        {
+            "name": record.name,
+            "version": record.version,
+            "extras": list(record.extras),
+            "env": record.env,
+            "installed_at": record.installed_at,
+            "installer": record.installer,
+            "path": tree,
+        }
+        for record, tree in records
+    ]
+    if opts.as_json:
+        typer.echo(json.dumps({"repo": root, "trees": rows}, indent=2))
+        return
+    for row in rows:
+        extras = f"[{','.join(row['extras'])}]" if row["extras"] else ""
+        typer.echo(f"{row['name']}{extras}=={row['version']}  {row['env']}  {row['installed_at']}  {row['path']}")
+
+
+def _terminated(signum: int, frame: object) -> None:
+    # Kubernetes stops a pod with SIGTERM: unwind like Ctrl-C, so pip is killed, the staging dir removed and
+    # the lock released at once, instead of peers waiting out the stale threshold. Installers that worker
+    # threads (--jobs) run are killed too, so their ensures fail and clean up just as fast.
+    if "repoinstall._install.backends.run" in sys.modules:
+        sys.modules["repoinstall._install.backends.run"].stop_all()
+    raise SystemExit(128 + signum)
+
+
+def main() -> None:
+    """Entry point: usage errors are one line and exit 2, like every other bad input."""
+    import signal
+
+    from typer.exceptions import Abort, TyperException
+
+    signal.signal(signal.SIGTERM, _terminated)
+    args = sys.argv[1:]
+    if args[:1] == ["run"] and "--" in args:
+        split = args.index("--")
+        _run_command[:] = args[split + 1 :]
+        args = args[:split]
+    try:
+        code = app(args=args, prog_name="repoinstall", standalone_mode=False)
+    except RepoinstallError as error:  # raised outside a command's own handling (e.g. while reading options)
+        typer.echo(f"repoinstall: error: {error}", err=True)
+        sys.exit(error.exit_code)
+    except Abort:
+        typer.echo("repoinstall: interrupted", err=True)
+        sys.exit(130)
+    except TyperException as error:
+        message = error.format_message() if hasattr(error, "format_message") else str(error)
+        if type(error).__name__ == "NoArgsIsHelpError":
+            typer.echo(message)
+            sys.exit(0)
+        context = getattr(error, "ctx", None)
+        where = f" (see {context.command_path} --help)" if context is not None else ""
+        typer.echo(f"repoinstall: error: {message}{where}", err=True)
+        sys.exit(getattr(error, "exit_code", 2))
+    except Exception as error:  # the last net: a bug is one line (its traceback with -v)
+        _internal_error(error, verbose=any(a in ("-v", "--verbose") for a in args))
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _internal_error(error: Exception, *, verbose: bool) -> NoReturn:
+    """A bug or an unforeseen failure: one line naming it, exit 1; credentials in URLs are redacted."""
+    import traceback
+
+    from .._urls import redact_all as hide
+
+    if verbose:
+        typer.echo(hide("".join(traceback.format_exception(error))).rstrip(), err=True)
+    first = str(error).splitlines()[0] if str(error) else ""
+    detail = f": {hide(first)}" if first else ""
+    typer.echo(
+        f"repoinstall: error: internal error: {type(error).__name__}{detail} (run with -v for details)", err=True
+    )
+    sys.exit(1)

@@ -1,0 +1,238 @@
+"""The options commands share, each declared once, and the decorator that gives a command a set of them.
+
+A command names the options it takes (``@takes(*LOCKING, *INSTALLING)``) and receives them packed in one
+:class:`Options` value; the API objects (``LockSettings``, ``InstallOptions``, ``Repo``) check the values, so the
+command line and API users get the same one-line errors.
+
+No ``from __future__ import annotations`` here: typer reads these annotations as objects.
+"""
+
+import functools
+import inspect
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
+
+import typer
+
+from .._options import HEARTBEAT, INDEX_TTL, INSTALL_TIMEOUT, INSTALLERS, STALE_AFTER, WAIT_TIMEOUT
+
+if TYPE_CHECKING:
+    from .._options import InstallOptions
+
+
+class Options(NamedTuple):
+    """Every shared option's value; a command that does not take one gets its default (the API's)."""
+
+    repo: str | None = None
+    as_json: bool = False
+    quiet: bool = False
+    verbose: bool = False
+    no_lock: bool = False
+    stale_after: float = STALE_AFTER
+    heartbeat: float = HEARTBEAT
+    wait_timeout: float = WAIT_TIMEOUT
+    install_timeout: float = INSTALL_TIMEOUT
+    installer: str = INSTALLERS[0]
+    cache_dir: str | None = None
+    index_url: str | None = None
+    extra_index_url: list[str] | None = None
+    find_links: list[str] | None = None
+    no_index: bool = False
+    constraint: list[str] | None = None
+    jobs: int = 4
+    refresh: bool = False
+    pre: bool = False
+    index_ttl: float = INDEX_TTL
+
+    def install_options(self) -> "InstallOptions":
+        from .._options import InstallOptions
+
+        return InstallOptions(
+            self.index_url,
+            tuple(self.extra_index_url or ()),
+            tuple(self.find_links or ()),
+            self.no_index,
+            tuple(self.constraint or ()),
+            self.install_timeout,
+            installer=self.installer,
+            cache_dir=self.cache_dir,
+        )
+
+    def repo_settings(self) -> dict[str, Any]:
+        """``Repo(...)`` keywords: locking, installing and resolving as asked."""
+        return {
+            "lock": not self.no_lock,
+            "stale_after": self.stale_after,
+            "heartbeat": self.heartbeat,
+            "wait_timeout": self.wait_timeout,
+            "jobs": self.jobs,
+            "install": self.install_options(),
+            "refresh": self.refresh,
+            "pre": self.pre,
+            "index_ttl": self.index_ttl,
+        }
+
+
+_SECONDS = "SECONDS"
+
+#: name -> its type with typer's declaration. The defaults are Options' own.
+DECLARED: dict[str, Any] = {
+    "repo": Annotated[
+        str | None,
+        typer.Option("--repo", envvar="REPOINSTALL_REPO", help="Repo directory (default: a per-user data directory)."),
+    ],
+    "as_json": Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")],
+    "quiet": Annotated[bool, typer.Option("-q", "--quiet", help="Only print errors.")],
+    "verbose": Annotated[bool, typer.Option("-v", "--verbose", help="Print debugging detail.")],
+    "no_lock": Annotated[
+        bool,
+        typer.Option(
+            "--no-lock",
+            envvar="REPOINSTALL_NO_LOCK",
+            help="Take no locks (one node only): staging and atomic publish stay.",
+        ),
+    ],
+    "stale_after": Annotated[
+        float,
+        typer.Option(
+            "--stale-after",
+            envvar="REPOINSTALL_STALE_AFTER",
+            metavar=_SECONDS,
+            help="Take over a lock whose heartbeat stopped this long ago.",
+        ),
+    ],
+    "heartbeat": Annotated[
+        float,
+        typer.Option(
+            "--heartbeat",
+            envvar="REPOINSTALL_HEARTBEAT",
+            metavar=_SECONDS,
+            help="How often a holder refreshes its lock.",
+        ),
+    ],
+    "wait_timeout": Annotated[
+        float,
+        typer.Option(
+            "--wait-timeout",
+            envvar="REPOINSTALL_WAIT_TIMEOUT",
+            metavar=_SECONDS,
+            help="Give up waiting for a lock (exit 3).",
+        ),
+    ],
+    "install_timeout": Annotated[
+        float,
+        typer.Option(
+            "--install-timeout", envvar="REPOINSTALL_INSTALL_TIMEOUT", metavar=_SECONDS, help="Bound one pip run."
+        ),
+    ],
+    "installer": Annotated[
+        str,
+        typer.Option(
+            "--installer",
+            envvar="REPOINSTALL_INSTALLER",
+            metavar="pip|uv",
+            help="Which installer fills a tree: pip, or uv (pip install 'repoinstall[uv]').",
+        ),
+    ],
+    "cache_dir": Annotated[
+        str | None,
+        typer.Option(
+            "--cache-dir",
+            envvar="REPOINSTALL_CACHE_DIR",
+            metavar="DIR",
+            help="The installers' download cache, shared by this host's installs (default: pip's and uv's own).",
+        ),
+    ],
+    "index_url": Annotated[str | None, typer.Option("--index-url", "-i", metavar="URL", help="Passed to pip.")],
+    "extra_index_url": Annotated[
+        list[str] | None, typer.Option("--extra-index-url", metavar="URL", help="Passed to pip.", show_default=False)
+    ],
+    "find_links": Annotated[
+        list[str] | None,
+        typer.Option("--find-links", "-f", metavar="LOCATION", help="Passed to pip.", show_default=False),
+    ],
+    "no_index": Annotated[bool, typer.Option("--no-index", help="Passed to pip.")],
+    "constraint": Annotated[
+        list[str] | None, typer.Option("--constraint", "-c", metavar="FILE", help="Passed to pip.", show_default=False)
+    ],
+    "jobs": Annotated[
+        int, typer.Option("--jobs", "-j", envvar="REPOINSTALL_JOBS", help="Install this many different trees at once.")
+    ],
+    "refresh": Annotated[
+        bool,
+        typer.Option(
+            "--refresh",
+            envvar="REPOINSTALL_REFRESH",
+            help="Ask the index for unpinned specs even when an installed tree matches; install a newer match.",
+        ),
+    ],
+    "pre": Annotated[bool, typer.Option("--pre", help="Let unpinned specs resolve to pre-releases.")],
+    "index_ttl": Annotated[
+        float,
+        typer.Option(
+            "--index-ttl",
+            envvar="REPOINSTALL_INDEX_TTL",
+            metavar=_SECONDS,
+            help="How long index answers cached on the volume stay fresh (0: always ask).",
+        ),
+    ],
+}
+
+#: The sets commands take.
+OUTPUT = ("repo", "as_json", "quiet", "verbose")
+LOCKING = ("no_lock", "stale_after", "heartbeat", "wait_timeout")
+INSTALLING = (
+    "install_timeout",
+    "installer",
+    "cache_dir",
+    "index_url",
+    "extra_index_url",
+    "find_links",
+    "no_index",
+    "constraint",
+)
+RESOLVING = ("jobs", "refresh", "pre", "index_ttl")
+
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def takes(*names: str) -> Callable[[F], F]:
+    """Give a command the shared options ``names`` (after its own parameters), passed to it as ``opts``."""
+    assert set(names) <= set(DECLARED), set(names) - set(DECLARED)
+    defaults = Options()
+
+    def decorate(command: F) -> F:
+        signature = inspect.signature(command)
+        own = [p for p in signature.parameters.values() if p.name != "opts"]
+        shared = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name), annotation=kind)
+            for name, kind in ((n, DECLARED[n]) for n in names)
+        ]
+
+        @functools.wraps(command)
+        def with_options(**values: Any) -> None:
+            opts = Options(**{name: values.pop(name) for name in names})
+            command(opts=opts, **values)
+
+        parameters = [*own, *shared]
+        with_options.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        with_options.__annotations__ = {p.name: p.annotation for p in parameters}
+        return with_options  # type: ignore[return-value]
+
+    return decorate
+
+
+def repo_path(opts: Options, *, announce: bool) -> str:
+    """The repo to use: ``--repo``/``REPOINSTALL_REPO``, else the per-user default (said on stderr if asked)."""
+    from .._store.layout import default_repo
+
+    repo = opts.repo
+    if repo is None and os.environ.get("REPOINSTALL_REPO") == "":
+        repo = ""  # set but empty (a missing value in a pod spec): an error, never the per-user default
+    if repo is not None:
+        return repo  # Layout refuses "" and "/" with one line
+    path = default_repo()
+    if announce:
+        typer.echo(f"repoinstall: using the default repo {path}", err=True)
+    return path

@@ -1,0 +1,150 @@
+"""Index answers cached on the volume for a short time, so a fleet starting at once asks the index once.
+
+    <repo>/cache/index/<key>.json   one answer (a project's files on one index), or a fact about one file
+
+Entries are written atomically (temp file, rename), so a reader sees a whole answer or none. The first pod
+to miss takes the entry's lock and fetches; the others poll the cache until its answer lands, and only
+fetch themselves if it never does within the wait. The lock only saves requests: any pod may write an
+entry at any time, and since every write is a whole answer for the same question, the last one simply wins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from .. import _log
+from .._errors import RepoinstallError
+from .._store import fs as _fs
+from .._store.layout import CACHE, OWNER_SUFFIX
+from .http import Pause, Plan
+
+if TYPE_CHECKING:
+    from .._options import LockSettings
+    from .._store.layout import Layout
+    from .._store.lock import FileTreeLock
+
+CACHE_DIR = (CACHE, "index")
+_POLL = 0.1
+_FORMAT = 1
+
+
+def garbage(directory: int, old: Callable[[str], bool]) -> Iterator[tuple[str, str, str]]:
+    """(entry, kind, reason) for what in the open cache directory may go, given which names are ``old`` (by the
+    mtime of the name, a path relative to ``directory``): answers past any use, temporaries of interrupted
+    writes, idle locks and their notes, and symlinks (never followed). Facts about one file (its
+    Requires-Python) never change, so they stay."""
+    from .._store import walk as _walk
+    from .._store.lockformat import STATE_SUFFIX, activity
+
+    for entry, kind in _walk.entries(directory):
+        if not old(entry):
+            continue
+        if kind == _walk.LINK:
+            yield entry, "cache", "a symlink among cached answers"
+        elif entry.startswith(".") and entry.endswith(".tmp"):
+            yield entry, "temp", "temporary file of an interrupted write"
+        elif entry.endswith(".json") and "found" in (_fs.read_json(directory, (entry,)) or {"found": 1}):
+            yield entry, "cache", "expired index answer"
+        elif entry.endswith(STATE_SUFFIX) and old(activity(entry)):
+            yield entry, "lock", "idle index cache lock"
+        elif entry.endswith(OWNER_SUFFIX):
+            yield entry, "note", "owner note of an idle index cache lock"
+
+
+def key_for(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+
+
+class IndexCache:
+    """Answers by key, fresh for ``ttl`` seconds. ``layout=None`` (or an unwritable repo) caches nothing."""
+
+    def __init__(self, layout: Layout | None, ttl: float, settings: LockSettings) -> None:
+        self._layout = layout
+        self.ttl = ttl
+        self._settings = settings
+
+    def _writable_dir(self) -> int | None:
+        if self._layout is None:
+            return None
+        try:
+            return _fs.make_dirs(self._layout.writable_fd(), CACHE_DIR, self._layout.root)
+        except (OSError, RepoinstallError):
+            return None  # a read-only or full repo: resolve without the cache
+
+    def read(self, key: str, *, forever: bool = False) -> dict[str, object] | None:
+        """The entry if it is there, readable and fresh (any age when ``forever``). Reading creates nothing."""
+        try:
+            root = self._layout.root_fd() if self._layout is not None else None
+            data = _fs.read_file(root, (*CACHE_DIR, key + ".json")) if root is not None else None
+        except (OSError, RepoinstallError):
+            return None
+        try:
+            entry = json.loads(data or b"null")
+        except ValueError:
+            return None
+        if not isinstance(entry, dict) or entry.get("format") != _FORMAT:
+            return None
+        age = time.time() - float(entry.get("written", 0))
+        # Clocks of pods differ a little: an entry "from the future" counts only within the same window.
+        if not forever and not -self.ttl < age < self.ttl:
+            return None
+        return entry
+
+    def write(self, key: str, entry: dict[str, object]) -> None:
+        directory = self._writable_dir()
+        if directory is None:
+            return
+        try:
+            body = {"format": _FORMAT, "written": time.time(), **entry}
+            _fs.write_atomic(directory, key + ".json", json.dumps(body).encode())
+        except OSError as error:
+            _log.logger().debug("index cache not written (%s)", error.strerror)
+        finally:
+            os.close(directory)
+
+    def shared(self, key: str, what: str, fetch: Callable[[], Plan[dict[str, object]]]) -> Plan[dict[str, object]]:
+        """The cached answer, or ``fetch``'s, fetched by one pod at a time while the others wait for it."""
+        if self.ttl > 0 and (hit := self.read(key)) is not None:
+            return hit
+        lock = self._lock(key, what)
+        taken = False
+        try:
+            deadline = time.monotonic() + min(self._settings.stale_after, 60.0)
+            while lock is not None:
+                state = lock.try_take()
+                if state:
+                    taken = True
+                    # Check again inside the lock: the previous holder may have just written the answer.
+                    if self.ttl > 0 and (hit := self.read(key)) is not None:
+                        return hit
+                    break
+                if state is None or time.monotonic() >= deadline:
+                    break  # no lock to be had, or a fetch that never lands: ask ourselves
+                yield Pause(_POLL)  # a peer is asking: its answer will land in the cache
+                if self.ttl > 0 and (hit := self.read(key)) is not None:
+                    return hit
+            answer = yield from fetch()
+            self.write(key, answer)
+            return answer
+        finally:
+            if lock is not None:
+                if taken:
+                    lock.release()
+                else:
+                    lock.close()
+
+    def _lock(self, key: str, what: str) -> FileTreeLock | None:
+        if self._layout is None or not self._settings.enabled:
+            return None
+        from .._store.lock import Unusable, open_lock
+
+        try:
+            lock = open_lock(self._layout, CACHE_DIR, key, self._settings, what)
+        except (OSError, RepoinstallError):
+            return None
+        return None if isinstance(lock, Unusable) else lock

@@ -1,0 +1,260 @@
+"""Resolving an unpinned spec to one version, as pip would choose it for this interpreter.
+
+Candidates are every file the configured sources list for the project. A file counts when it is not yanked
+(PEP 592: a yanked file is only for ``==`` pins, which never come here), its wheel tags fit this interpreter
+(or it is an sdist), and its ``Requires-Python`` admits this Python. Versions are filtered by the spec and
+pip's constraints with pip's own pre-release rule, and the highest wins.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from .. import _log
+from .._errors import RequirementsFileError, ResolutionError
+from .._requirements import choose
+from .._store.identity import canonical_name
+from .._textfile import read_text
+from .._urls import redact
+from . import http as _http
+from .http import Plan
+from .sources import find_links_listing, index_listing
+from .wheelmeta import requires_python
+
+if TYPE_CHECKING:
+    import httpx
+    from packaging.tags import Tag
+
+    from .._pipconfig import IndexConfig
+    from .._requirements import Requested
+    from .cache import IndexCache
+    from .simple import Link
+
+#: How many versions in a row may turn out (from their wheel's metadata) to exclude this Python before we stop.
+_METADATA_CHECKS = 10
+
+
+class Target(NamedTuple):
+    """The interpreter pip installs for: its tags and its Python version."""
+
+    tags: frozenset[Tag]
+    python: Version
+
+
+@functools.lru_cache(maxsize=1)
+def this_interpreter() -> Target:
+    from packaging.tags import sys_tags
+
+    return Target(frozenset(sys_tags()), Version(platform.python_version()))
+
+
+def constraint_specifier(paths: Sequence[str], project: str) -> SpecifierSet:
+    """What pip's constraints files say about ``project`` (lines for other projects are ignored)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    combined = SpecifierSet()
+    for path in paths:
+        try:
+            lines = read_text(path, "constraints file").splitlines()
+        except RequirementsFileError:
+            continue  # pip itself reports an unusable constraints file when it installs
+        for line in lines:
+            text = line.split(" #", 1)[0].strip()
+            if not text or text.startswith(("#", "-")):
+                continue
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if canonical_name(requirement.name) != project:
+                continue
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                combined &= requirement.specifier
+    return combined
+
+
+def _parse(link: Link, project: str) -> tuple[Version, frozenset[Tag] | None] | None:
+    """The file's version and wheel tags (``None`` for an sdist), or ``None`` if it is not this project's."""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+
+    try:
+        if link.filename.endswith(".whl"):
+            name, version, _, tags = parse_wheel_filename(link.filename)
+            return (version, tags) if name == project else None
+        name, version = parse_sdist_filename(link.filename)
+        return (version, None) if name == project else None
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+
+
+def _admits(requires: str | None, python: Version) -> bool:
+    if not requires:
+        return True
+    try:
+        return SpecifierSet(requires).contains(python, prereleases=True)
+    except InvalidSpecifier:
+        return True  # pip ignores a malformed Requires-Python too
+
+
+class _Pool(NamedTuple):
+    """Installable files by version, and what was left out and why (for the error message)."""
+
+    files: dict[Version, list[Link]]
+    yanked: set[Version]
+    other_pythons: set[Version]
+
+
+def _pool(links: Iterable[Link], project: str, target: Target) -> _Pool:
+    files: dict[Version, list[Link]] = {}
+    yanked: set[Version] = set()
+    other: set[Version] = set()
+    for link in links:
+        parsed = _parse(link, project)
+        if parsed is None:
+            continue
+        version, tags = parsed
+        if link.yanked:
+            yanked.add(version)
+        elif (tags is not None and tags.isdisjoint(target.tags)) or not _admits(link.requires_python, target.python):
+            other.add(version)
+        else:
+            files.setdefault(version, []).append(link)
+    for candidates in files.values():
+        # Wheels first: pip prefers them, and their metadata can be read without building anything.
+        candidates.sort(key=lambda link: not link.filename.endswith(".whl"))
+    return _Pool(files, yanked - files.keys(), other - files.keys())
+
+
+def resolve_plan(requested: Requested, config: IndexConfig, cache: IndexCache, target: Target) -> Plan[Version]:
+    """Ask every source, then pick the best version for ``target``; :class:`ResolutionError` if none fits."""
+    project = requested.name
+    if not config.sources:
+        raise ResolutionError(f"{requested.text}: nothing installed matches and there is no index to ask (--no-index)")
+    links: list[Link] = []
+    for index_url in config.index_urls:
+        listing = yield from index_listing(index_url, project, cache, config.retries)
+        links += listing.links
+    for location in config.find_links:
+        listing = yield from find_links_listing(location, project, cache, config.retries)
+        links += listing.links
+    specifier = requested.specifier() & constraint_specifier(config.constraints, project)
+    pool = _pool(links, project, target)
+    checked = 0
+    for version in choose(pool.files, specifier, pre=config.pre):
+        best = pool.files[version][0]
+        if best.requires_python is None and best.filename.endswith(".whl") and checked < _METADATA_CHECKS:
+            # The index did not say (pypiserver never does): the wheel's own METADATA decides, as it does for pip.
+            checked += 1
+            requires = yield from _remembered_requires_python(best, config.retries, cache)
+            if not _admits(requires, target.python):
+                _log.logger().info("skipping %s %s: Requires-Python %s", project, version, requires)
+                pool.other_pythons.add(version)
+                continue
+        return version
+    raise ResolutionError(_no_match(requested, specifier, pool, config))
+
+
+def _remembered_requires_python(link: Link, retries: int, facts: IndexCache) -> Plan[str | None]:
+    from .cache import key_for
+
+    key = key_for("requires-python", link.url)
+    entry = facts.read(key, forever=True)
+    if entry is not None and "requires_python" in entry:
+        value = entry["requires_python"]
+        return value if isinstance(value, str) else None
+    requires = yield from requires_python(link, retries)
+    facts.write(key, {"requires_python": requires})
+    return requires
+
+
+def _no_match(requested: Requested, specifier: SpecifierSet, pool: _Pool, config: IndexConfig) -> str:
+    where = ", ".join(redact(s) for s in config.sources)
+    wanted = f"{requested.name}{specifier}" if str(specifier) else requested.name
+    notes = []
+    if pool.files:
+        shown = sorted(pool.files, reverse=True)
+        notes.append("available: " + ", ".join(str(v) for v in shown[:8]) + (" ..." if len(shown) > 8 else ""))
+        pres = [v for v in shown if v.is_prerelease and specifier.contains(v, prereleases=True)]
+        if pres and not config.pre:
+            notes.append(f"pre-releases match ({', '.join(map(str, pres[:3]))}): add --pre")
+    if pool.yanked:
+        notes.append("yanked (only for == pins): " + ", ".join(str(v) for v in sorted(pool.yanked)))
+    if pool.other_pythons:
+        notes.append("only for other Pythons or platforms: " + ", ".join(str(v) for v in sorted(pool.other_pythons)))
+    detail = f" ({'; '.join(notes)})" if notes else " (the project is not there)"
+    return f"no version of {wanted} for this Python on {where}{detail}"
+
+
+class Resolver:
+    """Resolves specs against the configured sources; sync on one ``httpx.Client`` (made on the first request
+    and kept until :meth:`close`), async on an ``httpx.AsyncClient`` per call (clients belong to one loop)."""
+
+    def __init__(self, config: IndexConfig, cache: IndexCache) -> None:
+        self.config = config
+        self._cache = cache
+        self._client: httpx.Client | None = None
+        self._guard = threading.Lock()
+
+    def _sync_client(self) -> httpx.Client:
+        with self._guard:
+            if self._client is None:
+                import httpx
+
+                self._client = httpx.Client(**_http.client_settings(self.config))  # type: ignore[arg-type]
+            return self._client
+
+    def close(self) -> None:
+        with self._guard:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    def resolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
+        """One version per spec (or why not), one after another."""
+        target = this_interpreter()
+        outcomes: list[Version | ResolutionError] = []
+        for one in requested:
+            try:
+                outcomes.append(_http.run(resolve_plan(one, self.config, self._cache, target), self._sync_client))
+            except ResolutionError as error:
+                outcomes.append(error)
+        return outcomes
+
+    async def aresolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
+        """The same on the event loop, all specs at once."""
+        import asyncio
+
+        import httpx
+
+        target = await asyncio.to_thread(this_interpreter)
+        clients: list[httpx.AsyncClient] = []
+
+        def client() -> httpx.AsyncClient:
+            if not clients:
+                settings = _http.client_settings(self.config, asynchronous=True)
+                clients.append(httpx.AsyncClient(**settings))  # type: ignore[arg-type]
+            return clients[0]
+
+        async def one(requested: Requested) -> Version | ResolutionError:
+            try:
+                return await _http.arun(resolve_plan(requested, self.config, self._cache, target), client)
+            except ResolutionError as error:
+                return error
+
+        try:
+            return list(await asyncio.gather(*(one(r) for r in requested)))
+        finally:
+            if clients:
+                await clients[0].aclose()

@@ -1,0 +1,1 @@
+"""Making a tree exist: the protocol, staging, the no-replace publish, single-flight, and the installers."""

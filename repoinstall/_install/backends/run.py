@@ -1,0 +1,118 @@
+"""The installer interface: one backend (pip or uv) fills a private staging dir; this module runs it.
+
+Both backends install the same thing the same way: ``<name>==<version>`` and its dependencies into an empty
+``--target`` dir for the target interpreter, from the indexes, find-links and constraints pip's configuration
+and the options name, with hashes required when the spec has them, bytecode compiled, and a tree whose every
+file is listed in some RECORD. What they differ in stays inside their module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import threading
+from typing import NamedTuple, Protocol
+
+from ..._errors import InstallError
+from ..._options import InstallOptions
+from ..._requirements import Requested
+
+_TAIL_LINES = 12
+
+
+class Backend(Protocol):
+    name: str
+
+    def version(self) -> str: ...
+
+    def command(
+        self, options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str
+    ) -> list[str]: ...
+
+    def environment(self, options: InstallOptions) -> dict[str, str]: ...
+
+    def settle(self, target: str) -> None: ...
+
+
+class Built(NamedTuple):
+    """Who built a staged tree, for its record."""
+
+    installer: str
+    version: str
+
+
+def backend(name: str) -> Backend:
+    if name == "uv":
+        from .uv import UV
+
+        return UV
+    from .pip import PIP
+
+    return PIP
+
+
+def install(options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str, what: str) -> Built:
+    """Install ``pin`` into the empty ``target``; :class:`InstallError` with the installer's last lines if it fails.
+
+    ``scratch`` is the staging dir's private temporary directory: the installer's builds and downloads go there
+    (``TMPDIR``), on the repo's filesystem, removed with the staging dir and visible to gc if it is killed."""
+    from ..._pipconfig import index_config
+
+    index_config(options)  # every index URL readable, or one line (exit 2) before an installer could show a password
+    chosen = backend(options.installer)
+    command = chosen.command(options, target, requested, pin, scratch)
+    env = chosen.environment(options)
+    env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
+    run(command, env, options.timeout, what, chosen.name)
+    chosen.settle(target)
+    return Built(chosen.name, chosen.version())
+
+
+#: Installers running now, so a SIGTERM can stop all of them at once (worker threads included).
+_running: set[subprocess.Popen[bytes]] = set()
+_running_guard = threading.Lock()
+
+
+def stop_all() -> None:
+    """Kill every running installer: their ensures then fail, remove their staging dirs and release locks."""
+    with _running_guard:
+        for proc in _running:
+            with contextlib.suppress(OSError):
+                proc.kill()
+
+
+def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installer: str) -> None:
+    """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure."""
+    try:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+        )
+    except OSError as error:
+        raise InstallError(f"{what}: cannot run {cmd[0]}: {error.strerror}") from None
+    with _running_guard:
+        _running.add(proc)
+    try:
+        with proc:
+            try:
+                output_bytes, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise InstallError(
+                    f"{what}: {installer} did not finish within {timeout:g}s (see --install-timeout)"
+                ) from None
+            except BaseException:
+                proc.kill()  # interrupted (SIGTERM, Ctrl-C): the installer must not outlive us writing into staging
+                raise
+    finally:
+        with _running_guard:
+            _running.discard(proc)
+    if proc.returncode != 0:
+        output = output_bytes.decode("utf-8", "replace")
+        lines = [line for line in output.splitlines() if line.strip()]
+        tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
+        if "No space left on device" in output:
+            reason = f"the repo's filesystem is full ({installer} exited with {proc.returncode})"
+        else:
+            reason = f"{installer} failed (it exited with {proc.returncode})"
+        raise InstallError(f"{what}: {reason}:\n{tail}")

@@ -1,0 +1,78 @@
+"""The install protocol, top to bottom: check, lock, check again, stage, install, verify, publish, record.
+
+Nothing here depends on the lock for correctness: **the rename is the commit point; the lock only saves
+duplicate work.** A crash, a SIGKILL, a lost lease or ``--no-lock`` can cost an install, never a half-written
+tree that anyone sees.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from .. import _log
+from .._errors import InstallError
+from .._options import InstallOptions
+from .._store import manifest as _manifest
+from .._store.check import State, check, in_use, present
+from .._store.tree import adopt, clear_for_install
+
+if TYPE_CHECKING:
+    from .._requirements import Requested
+    from .._results import Action
+    from .._store.identity import TreeId
+    from .._store.layout import Layout
+    from .._store.lock import TreeLocks
+
+
+class Outcome(NamedTuple):
+    """What making one tree exist took: its action, seconds waited for a peer, seconds installing."""
+
+    action: Action
+    waited: float = 0.0
+    installing: float = 0.0
+
+
+def ensure_tree(
+    layout: Layout, locks: TreeLocks, options: InstallOptions | None, requested: Requested, tid: TreeId
+) -> Outcome:
+    """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took."""
+    from .backends.run import install
+    from .staging import Staging
+
+    clock = locks.clock
+    # 1. Check, lock-free: a record AND the tree's METADATA naming it mean installed. No lock, no network.
+    if in_use(layout, tid):
+        return Outcome("present")
+    # 2. Lock, per tree: it only saves duplicate work. A peer's publish ends our wait at once (the tree is
+    #    there); where no lock can be had, we go on without one, which stays correct (step 7).
+    with locks.hold(tid, ready=lambda: present(layout, tid)) as held:
+        if held.peer_finished:
+            return Outcome("waited", held.waited)
+        # 3. Check again inside the lock: a peer may have finished while we waited. A whole tree without a
+        #    record (crash between steps 7 and 8) is re-recorded; anything broken at its path is set aside.
+        if present(layout, tid):
+            return Outcome("waited", held.waited)
+        if (done := clear_for_install(layout, requested.text, tid)) is not None:
+            return Outcome(done, held.waited)
+        started = clock.now()
+        # 4. Stage: a private dir under staging/ whose heartbeat keeps gc off it; nobody reads it.
+        with Staging(layout, tid, locks.settings.heartbeat) as staging:
+            # 5. Install: the installer writes only into the staging dir (its TMPDIR too).
+            built = install(options or InstallOptions(), staging.target, requested, tid.pin, staging.tmp, str(tid))
+            # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash.
+            entry = staging.verified_entry(requested.text, built)
+            # 7. Publish: the rename is the commit point; it never replaces what is there. After a lost lease
+            #    a peer may be publishing this very tree: if anything is at its path, theirs stands.
+            taken = held.lease_lost and check(layout, tid).state is not State.MISSING
+            published = not taken and staging.publish()
+        installing = clock.now() - started
+        if not published:
+            # A peer published first (our lease lapsed, or no lock): use theirs once it checks out.
+            if not adopt(layout, requested.text, tid):
+                raise InstallError(f"{tid}: {layout.tree_path(tid)} is taken by something that is not a valid tree")
+            _log.logger().info("%s: a peer published it first; using theirs", tid)
+            return Outcome("waited", held.waited, installing)
+        # 8. Record, after the commit point: a crash before this write leaves an unrecorded tree, which
+        #    step 3 of the next ensure re-records from its RECORD hashes, without an installer.
+        _manifest.write(layout, tid, entry)
+        return Outcome("installed", held.waited, installing)

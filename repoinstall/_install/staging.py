@@ -1,0 +1,206 @@
+"""Private staging dirs: one per install attempt, alive while its owner is, published from by one rename.
+
+``<repo>/staging/<env>/<tree>.<host>.<pid>.<random>/`` holds ``owner.json`` (who made it: host, pid, and what
+tells that process apart from any other: boot id, pid namespace, process start time), the installer's ``tmp/``
+and the staged ``tree/``. While the install runs, a heartbeat refreshes the note's mtime, so gc can prove a
+staging dir dead without any lock: its owner's process is gone (same machine and pid namespace), or its
+heartbeat stopped for the stale threshold (anywhere else). ``--no-lock`` installs are protected the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from .. import _log
+from .._errors import InstallError, RepoinstallError
+from .._store import fs as _fs
+from .._store.identity import TreeId
+from .._store.layout import OWNER_NOTE, STAGING, TREES, Layout
+
+if TYPE_CHECKING:
+    from .._store.manifest import TreeEntry
+    from .backends.run import Built
+
+#: The staged tree and the installer's temporary files, inside a staging dir.
+TREE = "tree"
+TMP = "tmp"
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read(4096).strip()
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/<pid>/stat field 22); ``None`` if it is gone."""
+    text = _read(f"/proc/{pid}/stat")
+    if text is None:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()  # after "pid (comm) ": the comm may hold spaces and parens
+    return fields[19] if len(fields) > 19 else None
+
+
+def _machine() -> dict[str, str | None]:
+    """What makes a pid meaningful: this boot of this kernel, and this pid namespace."""
+    try:
+        namespace: str | None = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = None
+    return {"boot": _read("/proc/sys/kernel/random/boot_id"), "pidns": namespace}
+
+
+def owner_note() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"host": os.uname().nodename, "pid": pid, "started": time.time(), "ticks": _start_ticks(pid), **_machine()}
+
+
+def owner_alive(note: dict[str, Any]) -> bool | None:
+    """Whether the process that wrote ``note`` still runs: ``True``/``False`` when it ran on this boot and in this
+    pid namespace (a pid and its start time prove it), ``None`` when this process cannot see it (another pod or
+    node: only its heartbeat can tell)."""
+    here = _machine()
+    if None in here.values() or note.get("boot") != here["boot"] or note.get("pidns") != here["pidns"]:
+        return None
+    pid = note.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return None
+    # A reused pid has another start time: the owner is gone all the same.
+    ticks = _start_ticks(pid)
+    return ticks is not None and ticks == note.get("ticks")
+
+
+class Staging:
+    """One install attempt's staging dir. ``with Staging(...) as staging``: made with its note and heartbeat on
+    enter; on exit the heartbeat stops and the dir is set aside into trash/ and deleted there."""
+
+    def __init__(self, layout: Layout, tid: TreeId, heartbeat: float) -> None:
+        self._layout = layout
+        self._tid = tid
+        self._heartbeat = heartbeat
+        host = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.uname().nodename)[:40]
+        self.name = f"{tid.name}-{tid.leaf}.{host}.{os.getpid()}.{os.urandom(4).hex()}"
+        self.parts = (STAGING, tid.env)
+        self.path = layout.path(*self.parts, self.name)
+        self._fd = -1
+        self._identity: tuple[int, int] | None = None
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    @property
+    def target(self) -> str:
+        """Where the installer puts the tree; it creates the dir itself, so it never installs into a used one."""
+        return os.path.join(self.path, TREE)
+
+    @property
+    def tmp(self) -> str:
+        return os.path.join(self.path, TMP)
+
+    def __enter__(self) -> Staging:
+        parent = _fs.make_dirs(self._layout.writable_fd(), self.parts, self._layout.root)
+        try:
+            os.mkdir(self.name, _fs.DIR_MODE, dir_fd=parent)
+            fd = _fs.open_dir(parent, (self.name,))
+            assert fd is not None
+            self._fd = fd
+            info = os.fstat(fd)
+            self._identity = (info.st_dev, info.st_ino)
+            _fs.set_group_mode(fd, _fs.DIR_MODE)
+            _fs.write_atomic(fd, OWNER_NOTE, json.dumps(owner_note()).encode())
+            os.mkdir(TMP, 0o700, dir_fd=fd)
+        except BaseException:
+            self.__exit__()
+            raise
+        finally:
+            os.close(parent)
+        self._beat = threading.Thread(target=self._beating, name=f"staging {self._tid}", daemon=True)
+        self._beat.start()
+        return self
+
+    def _beating(self) -> None:
+        # The note's mtime is this dir's lease: gc removes a staging dir of another machine only once the note
+        # has not been refreshed for the stale threshold. Touched through our own descriptor of the dir.
+        while not self._stop.wait(self._heartbeat):
+            with contextlib.suppress(OSError):
+                os.utime(OWNER_NOTE, dir_fd=self._fd, follow_symlinks=False)
+
+    def tree_fd(self) -> int:
+        """The staged tree, opened through the staging dir's own descriptor (no symlink followed)."""
+        fd = _fs.open_dir(self._fd, (TREE,))
+        if fd is None:
+            raise InstallError(f"{self._tid}: the installer left no tree in {self.path}")
+        return fd
+
+    def verified_entry(self, requirement: str, built: Built) -> TreeEntry:
+        """The manifest entry of the staged tree once it checks out: the tree's own dist-info is there and every
+        file matches its RECORD hash; :class:`InstallError` otherwise (nothing is published)."""
+        from .._store.dists import check_tree, scan
+        from .._store.manifest import TreeEntry
+
+        tid = self._tid
+        tree = self.tree_fd()
+        try:
+            dists = scan(tree)
+            own = [d for d in dists if tid.is_named(d.name, d.version)]
+            if not own:
+                raise InstallError(
+                    f"{tid}: {built.installer} finished but the staged tree has no {tid.name} {tid.version} dist-info"
+                )
+            if problems := check_tree(tree, dists):
+                raise InstallError(f"{tid}: staged tree does not match its RECORDs: {problems.summary()}")
+        finally:
+            os.close(tree)
+        return TreeEntry.new(tid, requirement, own[0].dist_info, dists, *built)
+
+    def publish(self) -> bool:
+        """Rename the staged tree to its final path: ``True`` if ours is published, ``False`` if a tree is there.
+
+        The rename is the commit point; the lock only saves duplicate work. It renames ``<name>/tree`` by its
+        path in staging/<env>, not through our descriptor: if gc has moved this dir into trash/ (and is deleting
+        it there), the path is gone and the rename fails, instead of publishing a tree being deleted.
+        """
+        from .publish import publish
+
+        root = self._layout.writable_fd()
+        parent = _fs.open_dir(root, self.parts)
+        trees = _fs.make_dirs(root, (TREES, self._tid.env, self._tid.name), self._layout.root)
+        try:
+            try:
+                here = os.stat(self.name, dir_fd=parent, follow_symlinks=False) if parent is not None else None
+            except FileNotFoundError:
+                here = None
+            if here is None or (here.st_dev, here.st_ino) != self._identity:
+                raise InstallError(
+                    f"{self._tid}: its staging dir {self.path} was removed while installing (by gc?); nothing published"
+                )
+            assert parent is not None
+            try:
+                return publish(parent, f"{self.name}/{TREE}", trees, self._tid.leaf)
+            except FileNotFoundError:
+                raise InstallError(
+                    f"{self._tid}: its staging dir {self.path} was removed while installing (by gc?); nothing published"
+                ) from None
+        finally:
+            os.close(trees)
+            if parent is not None:
+                os.close(parent)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        # Set aside, then delete in trash/: our tree, if published, was renamed out before this.
+        try:
+            self._layout.discard(self.parts, self.name, f"staging.{self.name}")
+        except (OSError, RepoinstallError) as error:
+            _log.logger().debug("could not remove %s: %s", self.path, error)

@@ -1,0 +1,211 @@
+"""Probe the repo's filesystem for what repoinstall relies on, and say what follows from what it finds."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import shutil
+import stat
+import time
+from typing import NamedTuple
+
+from .._store import fs as _fs
+from .._store.layout import LOCKS, Layout
+from .._store.lockformat import state_name
+
+
+class Finding(NamedTuple):
+    check: str
+    result: str
+    ok: bool
+    consequence: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return self._asdict()
+
+
+def _errno_name(code: int) -> str:
+    return errno.errorcode.get(code, str(code))
+
+
+def probe(layout: Layout) -> list[Finding]:
+    """Run every probe in a private scratch dir inside the repo, then remove it."""
+    found: list[Finding] = []
+    root = layout.root
+    try:
+        scratch = os.path.join(root, f".doctor.{os.uname().nodename}.{os.getpid()}.{os.urandom(3).hex()}")
+        os.mkdir(scratch)
+    except OSError as error:
+        return [Finding("writable", f"no ({error.strerror})", False, "nothing can be installed here")]
+    found.append(Finding("writable", "yes", True))
+    try:
+        found += [
+            _exclusive(scratch),
+            _hard_links(scratch),
+            _rename_onto_taken(scratch),
+            _rename_flags(scratch),
+            _mtime_granularity(scratch),
+        ]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    found.append(
+        Finding(
+            "visibility lag",
+            "not measurable from one client",
+            True,
+            "keep --stale-after well above the attribute cache time (actimeo) of every client",
+        )
+    )
+    found.append(_free_space(root))
+    found += _ownership(layout)
+    return found
+
+
+def _exclusive(scratch: str) -> Finding:
+    path = os.path.join(scratch, "excl")
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return Finding("O_EXCL create", "exclusive", True)
+    except OSError as error:
+        return Finding(
+            "O_EXCL create",
+            f"refused with {_errno_name(error.errno or 0)}",
+            True,
+            "a losing create reports an unusual error; filelock treats it as taken",
+        )
+    return Finding("O_EXCL create", "NOT exclusive", False, "two pods can both create one file: locks are unsafe")
+
+
+def _hard_links(scratch: str) -> Finding:
+    source, target = os.path.join(scratch, "a"), os.path.join(scratch, "b")
+    with open(source, "w") as handle:
+        handle.write("x")
+    try:
+        os.link(source, target)
+    except OSError as error:
+        return Finding(
+            "hard links",
+            f"unsupported ({_errno_name(error.errno or 0)})",
+            False,
+            "the install lock commits by hard link: use --no-lock on one node only, or another volume",
+        )
+    same = os.stat(source).st_ino == os.stat(target).st_ino
+    return Finding(
+        "hard links",
+        "yes" if same else "linked, but inodes differ",
+        same,
+        "" if same else "lock commits cannot be confirmed on this filesystem",
+    )
+
+
+def _rename_onto_taken(scratch: str) -> Finding:
+    source, target = os.path.join(scratch, "src"), os.path.join(scratch, "dst")
+    os.mkdir(source)
+    os.mkdir(target)
+    with open(os.path.join(target, "tree-file"), "w") as handle:
+        handle.write("published")
+    try:
+        os.rename(source, target)
+    except OSError as error:
+        return Finding(
+            "rename dir onto a taken name",
+            f"refused with {_errno_name(error.errno or 0)}",
+            True,
+            "a second publisher's rename fails and it uses the published tree",
+        )
+    return Finding(
+        "rename dir onto a taken name",
+        "REPLACED it",
+        False,
+        "a published tree could be replaced: repoinstall cannot be safe here",
+    )
+
+
+def _rename_flags(scratch: str) -> Finding:
+    source, target = os.path.join(scratch, "flag-src"), os.path.join(scratch, "flag-dst")
+    os.mkdir(source)
+    try:
+        call = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return Finding("renameat2 flags", "no renameat2 in libc", True, "publishing falls back to plain rename")
+    if call(-100, os.fsencode(source), -100, os.fsencode(target), 1) == 0:
+        return Finding("renameat2 flags", "supported (RENAME_NOREPLACE)", True)
+    code = ctypes.get_errno()
+    return Finding(
+        "renameat2 flags",
+        f"refused with {_errno_name(code)} (as NFS and CephFS do)",
+        True,
+        "publishing uses plain rename; the lock takes over with link and rename only, so both still work",
+    )
+
+
+def _mtime_granularity(scratch: str) -> Finding:
+    path = os.path.join(scratch, "mtime")
+    stamps = set()
+    for _ in range(5):
+        with open(path, "w") as handle:
+            handle.write(str(time.monotonic()))
+        stamps.add(os.stat(path).st_mtime_ns)
+        time.sleep(0.003)
+    if all(s % 1_000_000_000 == 0 for s in stamps):
+        return Finding("mtime granularity", "1 s or coarser", True, "heartbeat ages are only known to the second")
+    return Finding("mtime granularity", "sub-second", True)
+
+
+def _free_space(root: str) -> Finding:
+    info = os.statvfs(root)
+    free = info.f_bavail * info.f_frsize
+    inodes = info.f_favail
+    low = free < 512 << 20
+    return Finding(
+        "free space",
+        f"{free / (1 << 30):.2f} GiB, {inodes} inodes",
+        not low,
+        "installs will fail with 'filesystem is full'" if low else "",
+    )
+
+
+def _ownership(layout: Layout) -> list[Finding]:
+    root = os.stat(layout.root)
+    me = os.geteuid()
+    mode = stat.S_IMODE(root.st_mode)
+    group_writable = bool(mode & stat.S_IWGRP)
+    found = [
+        Finding(
+            "repo ownership",
+            f"uid {root.st_uid} gid {root.st_gid} mode {mode:o}",
+            True,
+            "" if group_writable else "not group-writable: pods with other UIDs of one fsGroup cannot install here",
+        )
+    ]
+    foreign = set()
+    root_fd = layout.existing_fd()
+    for tid in layout.discover(LOCKS):  # by descriptor: a symlink in locks/ is neither followed nor counted
+        with contextlib.suppress(OSError):
+            directory = _fs.open_dir(root_fd, layout.lock_dir(tid))
+            if directory is None:
+                continue
+            try:
+                owner = os.stat(state_name(tid.leaf), dir_fd=directory, follow_symlinks=False).st_uid
+            finally:
+                os.close(directory)
+            if owner != me:
+                foreign.add(owner)
+    if foreign:
+        uids = ", ".join(str(u) for u in sorted(foreign))
+        found.append(
+            Finding(
+                "lock ownership",
+                f"locks owned by uid {uids} (this is uid {me})",
+                False,
+                "filelock keeps its lock state private (0700): pods with different UIDs cannot share "
+                "a lock and go on without it; run every pod with one runAsUser",
+            )
+        )
+    else:
+        found.append(Finding("lock ownership", f"all locks owned by uid {me}", True))
+    return found

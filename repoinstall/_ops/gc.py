@@ -1,0 +1,342 @@
+"""Garbage collection: crashed installers' staging dirs, lock debris, trash, and (on request) unused trees.
+
+Every listing and removal goes through directory descriptors opened without following symlinks (see
+:mod:`repoinstall._store.walk`), and every removal first renames its victim into ``trash/`` and deletes it there
+(:meth:`Layout.discard`). So gc never leaves the repo: a symlink where one of the repo's own directories
+belongs is reported and left alone, and one among debris is removed as a link. And it never empties anything
+published: a path a peer renames into ``trees/`` is not in ``trash/``, and deleting only ever runs in ``trash/``.
+
+Every removal is safe against a concurrent ``ensure``, locked or not:
+
+* a staging dir is removed only once its owner is proven gone: its process no longer runs (same boot and pid
+  namespace), or its heartbeat stopped for the stale threshold (any other pod or node). A live ``--no-lock``
+  install is protected like a locked one. An install whose staging dir was taken anyway (paused past the
+  threshold) fails cleanly: it publishes by path, and the path is gone;
+* a tree is unpublished by removing its record first, then renaming the tree into ``trash/``, so a concurrent
+  ``ensure`` sees it missing (and reinstalls), never half-deleted;
+* lock state is removed only for a tree that is installed, whose lock nobody holds or waits for;
+* index answers cached in ``cache/index/`` are removed once expired and idle; a reader racing the removal
+  just misses and asks the index. Facts about files (their ``Requires-Python``) never expire and are kept.
+  An idle cache lock's state may go too: that lock only saves requests, so at worst one is repeated.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
+
+from .. import _log
+from .._errors import RepoUnusable
+from .._options import LockSettings
+from .._store import fs as _fs
+from .._store import manifest as _manifest
+from .._store import walk as _walk
+from .._store.check import State, check
+from .._store.identity import TreeId
+from .._store.layout import (
+    LOCKS,
+    OWNER_NOTE,
+    OWNER_SUFFIX,
+    RECORDS,
+    STAGING,
+    TRASH,
+    TREES,
+    Layout,
+    read_only_filesystem,
+)
+from .._store.lockformat import activity, state_name
+from .lockinfo import inspect
+
+
+class Removal(NamedTuple):
+    kind: str  # staging, trash, lock, note, temp, tree, cache, symlink
+    path: str
+    reason: str
+    done: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return self._asdict()
+
+
+class Collector:
+    def __init__(
+        self,
+        layout: Layout,
+        env: str,
+        settings: LockSettings,
+        *,
+        older_than: float,
+        unused_for: float | None,
+        dry_run: bool,
+    ) -> None:
+        self.layout = layout
+        self.env = env
+        self.settings = settings
+        self.older_than = older_than
+        self.unused_for = unused_for
+        self.dry_run = dry_run
+        self.now = time.time()
+        self.found: list[Removal] = []
+
+    def run(self) -> list[Removal]:
+        root = self.layout.root_fd()
+        if root is None:
+            raise RepoUnusable(f"repo {self.layout.root} does not exist")
+        if not self.dry_run:
+            if read_only_filesystem(self.layout.root):
+                raise RepoUnusable(f"repo {self.layout.root} is read-only: gc can remove nothing (--dry-run lists)")
+            self.now = self._volume_now()
+        self.trash()
+        self.staging()
+        self.lock_debris()
+        self.temporaries()
+        self.index_cache()
+        self.planted_links()
+        if self.unused_for is not None:
+            self.unused_trees(self.unused_for)
+        return self.found
+
+    def _volume_now(self) -> float:
+        """The time by the repo's filesystem: ages compare its own mtimes, so a server's clock skew cannot matter."""
+        trash = _fs.make_dirs(self.layout.writable_fd(), (TRASH,), self.layout.root)
+        try:
+            os.utime(trash)  # "now", stamped by the server on a network filesystem
+            return os.fstat(trash).st_mtime
+        except OSError:
+            return time.time()
+        finally:
+            os.close(trash)
+
+    # ---- walking ------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _dir(self, parts: tuple[str, ...]) -> Iterator[int | None]:
+        """One of the repo's own directories, opened without following a symlink. A symlink or file in its place
+        is reported and left alone (it may be an operator's doing; it is never followed)."""
+        root = self.layout.root_fd()
+        fd = None if root is None else _fs.open_dir(root, parts)
+        if fd is None:
+            if root is not None and (kind := _kind(root, "/".join(parts))) not in (None, _walk.DIR):
+                what = "a symlink" if kind == _walk.LINK else "not a directory"
+                reason = f"{what} where a repo directory belongs: left alone"
+                self.found.append(Removal("symlink", self.layout.path(*parts), reason, False))
+            yield None
+            return
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _age(self, dir_fd: int, name: str) -> float:
+        try:
+            return self.now - os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime
+        except OSError:
+            return 0.0
+
+    def _discard(self, kind: str, parts: tuple[str, ...], name: str, reason: str) -> None:
+        """Remove ``parts/name`` (rename into trash/, delete there) and say so; or, with ``--dry-run``, only say."""
+        path = self.layout.path(*parts, name)
+        if self.dry_run:
+            self.found.append(Removal(kind, path, reason, False))
+            return
+        try:
+            outcome = self.layout.discard(parts, name, f"{kind}.{name}"[:120])
+        except OSError as error:
+            self.found.append(Removal(kind, path, f"{reason}; not removed: {error.strerror or error}", False))
+            return
+        if outcome is None:
+            return  # gone already: someone else removed it
+        self.found.append(Removal(kind, path, reason if outcome else f"{reason}; in trash/, not all deleted", outcome))
+
+    # ---- what is collected --------------------------------------------------------------------------------
+
+    def trash(self) -> None:
+        # Everything in trash/ was set aside whole by one rename; a crash may have left it undeleted. It is no
+        # longer reachable by any other path, so it is deleted in place.
+        with self._dir((TRASH,)) as trash:
+            if trash is None:
+                return
+            for name, _ in _walk.entries(trash):
+                if self._age(trash, name) < self.older_than:
+                    continue
+                path = self.layout.path(TRASH, name)
+                if self.dry_run:
+                    self.found.append(Removal("trash", path, "set aside earlier", False))
+                    continue
+                done = _walk.remove(trash, name)
+                self.found.append(Removal("trash", path, "set aside earlier" if done else "could not delete all", done))
+
+    def staging(self) -> None:
+        with self._dir((STAGING,)) as staging:
+            if staging is None:
+                return
+            for env, kind in _walk.entries(staging):
+                if kind != _walk.DIR:
+                    if self._age(staging, env) >= self.older_than:
+                        self._discard("staging", (STAGING,), env, "not a staging directory")
+                    continue
+                with self._dir((STAGING, env)) as env_fd:
+                    if env_fd is None:
+                        continue
+                    for name, what in _walk.entries(env_fd):
+                        if what != _walk.DIR:
+                            if self._age(env_fd, name) >= self.older_than:
+                                self._discard("staging", (STAGING, env), name, "not a staging directory")
+                        else:
+                            self._staging_dir(env_fd, env, name)
+
+    def _staging_dir(self, env_fd: int, env: str, name: str) -> None:
+        from .._install.staging import owner_alive
+
+        note = _fs.read_json(env_fd, (name, OWNER_NOTE), 1 << 16)
+        # The note's mtime is the owner's heartbeat (the dir's own, if it died before writing one).
+        beat = min(self._age(env_fd, f"{name}/{OWNER_NOTE}") if note is not None else 1e18, self._age(env_fd, name))
+        if beat < self.older_than:
+            return
+        host, pid = (note or {}).get("host", "?"), (note or {}).get("pid", "?")
+        alive = None if note is None else owner_alive(note)
+        if alive:
+            _log.logger().info("kept %s: its installer (pid %s) is running", self.layout.path(STAGING, env, name), pid)
+            return
+        if alive is None:
+            # Another pod or node (or an older release's note): only a stopped heartbeat proves it dead.
+            if beat < self.settings.stale_after:
+                _log.logger().info("kept %s: heartbeat %.0fs ago", self.layout.path(STAGING, env, name), beat)
+                return
+            reason = f"left by {host} pid {pid} (no heartbeat for {beat:.0f}s)"
+        else:
+            reason = f"left by {host} pid {pid} (no longer running)"
+        # Renamed into trash/ first: if its owner renames its tree out at the same moment, the tree stays whole.
+        self._discard("staging", (STAGING, env), name, reason)
+
+    def lock_debris(self) -> None:
+        with self._dir((LOCKS,)) as top:
+            if top is None:
+                return
+        for tid in self.layout.discover(LOCKS):
+            parts = self.layout.lock_dir(tid)
+            info = inspect(self.layout, tid, self.settings.stale_after, self.now)
+            with self._dir(parts) as directory:
+                if directory is None:
+                    continue
+                state = state_name(tid.leaf)
+                if _kind(directory, state) not in (None, _walk.DIR):
+                    if self._age(directory, state) >= self.older_than:
+                        self._discard("lock", parts, state, "not a lock's state directory")
+                    continue
+                note = tid.leaf + OWNER_SUFFIX
+                old_note = _kind(directory, note) is not None and self._age(directory, note) >= self.older_than
+                if not info.held and old_note:
+                    self._discard("note", parts, note, "owner note of a lock nobody holds")
+                idle = self._age(directory, activity(state)) >= self.older_than
+            if info.held or info.waiters or not idle or check(self.layout, tid).state is not State.PRESENT:
+                continue
+            # Installed, unheld, unwaited and idle: nobody needs this lock's state any more. One rename takes
+            # the whole protocol dir away; a participant arriving later starts a fresh log (filelock allows it).
+            self._discard("lock", parts, state, "lock state of an installed tree, idle")
+
+    def temporaries(self) -> None:
+        # write_atomic's temporaries (".<name>.<random>.tmp") that a crash left behind.
+        for kind in (RECORDS, LOCKS):
+            with self._dir((kind,)) as top:
+                if top is None:
+                    continue
+                envs = [env for env, k in _walk.entries(top) if k == _walk.DIR]
+            for env in envs:
+                with self._dir((kind, env)) as env_fd:
+                    projects = [] if env_fd is None else [p for p, k in _walk.entries(env_fd) if k == _walk.DIR]
+                for project in projects:
+                    with self._dir((kind, env, project)) as directory:
+                        if directory is None:
+                            continue
+                        for entry, _ in _walk.entries(directory):
+                            temporary = entry.startswith(".") and entry.endswith(".tmp")
+                            if temporary and self._age(directory, entry) >= self.older_than:
+                                self._discard(
+                                    "temp", (kind, env, project), entry, "temporary file of an interrupted write"
+                                )
+
+    def index_cache(self) -> None:
+        from .._index.cache import CACHE_DIR, garbage
+
+        # The cache says what of its own is garbage; gc only removes it, the way it removes everything.
+        with self._dir(CACHE_DIR) as directory:
+            if directory is None:
+                return
+            for entry, kind, reason in garbage(directory, lambda name: self._age(directory, name) >= self.older_than):
+                self._discard(kind, CACHE_DIR, entry, reason)
+
+    def planted_links(self) -> None:
+        """Symlinks in trees/ and records/ down to a tree or record (``<env>/<name>/<leaf>``): reported and left
+        alone. No walk follows them, so they hide what they stand for; a person should look at them."""
+        for kind in (TREES, RECORDS):
+            with self._dir((kind,)) as top:
+                if top is not None:
+                    self._links_below(top, (kind,), levels=3)
+
+    def _links_below(self, fd: int, parts: tuple[str, ...], levels: int) -> None:
+        for name, kind in _walk.entries(fd):
+            if kind == _walk.LINK:
+                path = self.layout.path(*parts, name)
+                self.found.append(Removal("symlink", path, f"a symlink in {parts[0]}/: left alone", False))
+            elif kind == _walk.DIR and levels > 1:
+                below = _fs.open_dir(fd, (name,))  # at most three levels: bounded, never through a link
+                if below is not None:
+                    try:
+                        self._links_below(below, (*parts, name), levels - 1)
+                    finally:
+                        os.close(below)
+
+    def unused_trees(self, unused_for: float) -> None:
+        for tid in self.layout.discover(RECORDS):
+            used = _manifest.last_used(self.layout, tid)
+            if used is None or self.now - used < unused_for:
+                continue
+            reason = f"not ensured for {(self.now - used) / 86400:.1f} days"
+            if self.dry_run:
+                self.found.append(Removal("tree", self.layout.tree_path(tid), reason, False))
+                continue
+
+            def unpublish(t: TreeId = tid, r: str = reason) -> None:
+                # Record first: from here a concurrent ensure sees the tree missing, never half-deleted.
+                _manifest.remove(self.layout, t)
+                with self._dir(self.layout.tree_dir(t)):
+                    pass  # reports a symlink in the way, if there is one
+                self._discard("tree", self.layout.tree_dir(t), t.leaf, r)
+
+            if not self._with_lock(tid, unpublish):
+                _log.logger().info("kept %s: its lock is held", tid)
+
+    def _with_lock(self, tid: TreeId, step: Callable[[], None]) -> bool:
+        """Run ``step`` holding the tree's lock without waiting; ``False`` if it cannot be had now, because a
+        peer holds it or because no lock can be had here at all."""
+        if not self.settings.enabled:
+            step()
+            return True
+        from .._store.lock import Unusable, open_tree_lock
+
+        try:
+            lock = open_tree_lock(self.layout, tid, self.settings)
+        except RepoUnusable:
+            return False  # a symlink or file where its lock directory belongs: reported by lock_debris
+        if isinstance(lock, Unusable):
+            return False
+        if not lock.try_take():
+            lock.close()
+            return False
+        try:
+            step()
+        finally:
+            lock.release()
+        return True
+
+
+def _kind(dir_fd: int, name: str) -> str | None:
+    """What ``name`` is (lstat: a symlink is a LINK), or ``None`` if nothing is there."""
+    try:
+        return _walk.kind_of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return None

@@ -1,0 +1,38 @@
+"""``verify --repair``: fix what verify found, under the tree's lock; a healthy tree is never touched."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._errors import InstallError
+from .._store.check import check
+from .._store.tree import record_existing, set_aside
+from .verify import CHANGED, MISSING, UNRECORDED, verify
+
+if TYPE_CHECKING:
+    from .._options import InstallOptions
+    from .._store.identity import TreeId
+    from .._store.layout import Layout
+    from .._store.lock import TreeLocks
+
+
+def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None, tid: TreeId, env: str) -> str:
+    """Re-record a whole tree or reinstall a broken one: "ok", "re-recorded" or "reinstalled"."""
+    from .._install.protocol import ensure_tree
+    from .._requirements import parse_spec
+
+    if tid.env != env:
+        raise InstallError(f"{tid} ({tid.env}): built for another environment; repair it there")
+    with locks.hold(tid):
+        report = verify(layout, tid)  # again: a peer may have repaired it while we waited for the lock
+        if report.ok or (report.status == MISSING and "not installed" in report.notes):
+            return "ok"  # whole, or nothing was ever published here
+        if report.status in (UNRECORDED, CHANGED) and not report.problems:
+            # Every file checks out; only the record is missing or stale.
+            status = check(layout, tid)
+            if status.dist_info is not None and record_existing(layout, tid.pin, tid, status.dist_info):
+                return "re-recorded"
+        set_aside(layout, tid)  # record first: from here the tree is missing, never seen half-removed
+    # The ordinary protocol reinstalls it (a peer that gets there first saves us the work).
+    ensure_tree(layout, locks, options, parse_spec(tid.pin, source="repair"), tid)
+    return "reinstalled"

@@ -1,0 +1,88 @@
+"""Deep verification of trees: every RECORD hash and size, files nobody recorded, and the manifest record."""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from .._store import fs as _fs
+from .._store.check import State, check
+from .._store.dists import RecordProblems, check_tree, scan
+from .._store.identity import TreeId
+from .._store.layout import Layout
+
+#: Report statuses, worst last.
+OK, UNRECORDED, CHANGED, BROKEN, MISSING = "ok", "unrecorded", "changed", "broken", "missing"
+
+
+class TreeReport(NamedTuple):
+    """What ``verify`` found for one tree."""
+
+    tid: TreeId
+    path: str
+    status: str
+    problems: RecordProblems
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "tree": self.tid.pin,
+            "env": self.tid.env,
+            "path": self.path,
+            "status": self.status,
+            "missing": list(self.problems.missing),
+            "changed": list(self.problems.changed),
+            "extra": list(self.problems.extra),
+            "bytecode": list(self.problems.bytecode),
+            "notes": list(self.notes),
+        }
+
+
+def verify(layout: Layout, tid: TreeId) -> TreeReport:
+    """Check one tree file by file. Reads only; takes no lock (a published tree never changes)."""
+    path = layout.tree_path(tid)
+    status = check(layout, tid)
+    if status.state is State.MISSING:
+        note = "a record names this tree but it is not there" if status.record else "not installed"
+        return TreeReport(tid, path, MISSING, RecordProblems(), (note,))
+    if status.state is State.BROKEN:
+        return TreeReport(tid, path, BROKEN, RecordProblems(), ("no dist-info names this project and version",))
+    root = layout.root_fd()
+    tree = None if root is None else _fs.open_dir(root, (*layout.tree_dir(tid), tid.leaf))
+    if tree is None:  # removed since the check
+        return TreeReport(tid, path, MISSING, RecordProblems(), ("removed while being verified",))
+    try:
+        dists = scan(tree)
+        problems = check_tree(tree, dists)
+    finally:
+        os.close(tree)
+    mismatched: list[str] = []  # the manifest record and the tree disagree on which dists are there
+    if status.state is State.PRESENT and status.record is not None:
+        recorded = {(d.get("name"), d.get("version"), d.get("dist_info")) for d in status.record.dists}
+        present = {(d.name, d.version, d.dist_info) for d in dists}
+        mismatched += [f"recorded but not in the tree: {n}=={v}" for n, v, _ in sorted(recorded - present, key=str)]
+        mismatched += [f"in the tree but not recorded: {n}=={v}" for n, v, _ in sorted(present - recorded, key=str)]
+    notes = list(mismatched)
+    if status.state is State.UNRECORDED:
+        notes.append("no manifest record (a crash between publish and record?)")
+    if problems.bytecode:
+        # A worker running ``python -O`` on a writable mount writes *.opt-1.pyc: reported, not a fault of the tree.
+        notes.append(f"{len(problems.bytecode)} unrecorded bytecode file(s), e.g. {problems.bytecode[0]} (harmless)")
+    if problems or mismatched:
+        return TreeReport(tid, path, CHANGED, problems, tuple(notes))
+    if status.state is State.UNRECORDED:
+        return TreeReport(tid, path, UNRECORDED, problems, tuple(notes))
+    return TreeReport(tid, path, OK, problems, tuple(notes))
+
+
+def every_tree(layout: Layout) -> list[TreeId]:
+    """Every tree the repo has a record or a directory of, all environments, as its record spells it."""
+    from .._store.layout import RECORDS, TREES
+    from .._store.manifest import as_recorded
+
+    seen = set(layout.discover(RECORDS)) | set(layout.discover(TREES))
+    return [as_recorded(layout, t) for t in sorted(seen, key=lambda t: (t.env, t.name, t.version, t.extras))]

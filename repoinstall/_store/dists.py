@@ -1,0 +1,182 @@
+"""The distributions inside a tree: their ``*.dist-info`` metadata and RECORD hashes.
+
+Everything here reads through directory descriptors (see :mod:`repoinstall._store.walk`): a symlink inside a tree
+is a finding, never a way out of it, and a FIFO or device is never opened.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import csv
+import hashlib
+import io
+import os
+import posixpath
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from . import fs as _fs
+from . import walk as _walk
+from .metadata import parse_metadata
+
+#: pip --target installs into a temporary home scheme (purelib ``lib/python``, scripts ``bin``) and moves it
+#: into the target, so RECORD paths are relative to ``lib/python``: ``../../bin/tool`` is the tree's ``bin/tool``.
+_TARGET_PURELIB = "lib/python"
+#: The largest METADATA and RECORD read (torch's RECORD is about 2 MB).
+_METADATA_LIMIT = 1 << 20
+RECORD_LIMIT = 64 << 20
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Dist:
+    """One ``*.dist-info`` directory of a tree, with the project and version its METADATA names."""
+
+    dist_info: str
+    name: str
+    version: str
+
+
+@contextlib.contextmanager
+def opened(tree: int | str) -> Iterator[int]:
+    """A descriptor of ``tree``: an open directory as it is, or a path opened without following its last part."""
+    if isinstance(tree, int):
+        yield tree
+        return
+    fd = os.open(tree, _fs.DIR_FLAGS)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def scan(tree: int | str) -> list[Dist]:
+    """Every dist-info in ``tree`` whose METADATA names a project and version."""
+    found: list[Dist] = []
+    with opened(tree) as fd:
+        for name, kind in _walk.entries(fd):
+            if kind != _walk.DIR or not name.endswith(".dist-info"):
+                continue
+            data = _fs.read_file(fd, (name, "METADATA"), _METADATA_LIMIT)
+            if data is not None and (parsed := parse_metadata(data)) is not None:
+                found.append(Dist(name, *parsed))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class RecordProblems:
+    """What a RECORD check found wrong: files missing, files whose hash, size or kind differs, files nobody
+    recorded. ``bytecode`` lists unrecorded ``__pycache__/*.pyc`` files (a worker that ran ``python -O`` on a
+    writable mount writes ``*.opt-1.pyc``): reported, but they do not make a tree wrong."""
+
+    missing: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()
+    bytecode: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.changed or self.extra)
+
+    def summary(self) -> str:
+        parts = [
+            f"{len(files)} {label} (e.g. {files[0]})"
+            for label, files in (("missing", self.missing), ("changed", self.changed), ("extra", self.extra))
+            if files
+        ]
+        return ", ".join(parts) or "ok"
+
+
+def tree_relative(recorded: str) -> str | None:
+    """Where a RECORD path lies in a --target tree, or ``None`` if it points outside the tree."""
+    path = posixpath.normpath(posixpath.join(_TARGET_PURELIB, recorded.replace("\\", "/")))
+    if path.startswith(_TARGET_PURELIB + "/"):
+        return path[len(_TARGET_PURELIB) + 1 :]
+    if posixpath.isabs(path) or path == ".." or path.startswith("../") or path.startswith(_TARGET_PURELIB):
+        return None
+    return path
+
+
+def record_rows(tree: int | str, dist: Dist) -> list[list[str]] | None:
+    """The rows of a dist's RECORD, or ``None`` if it is missing, unreadable, not a regular file or too big."""
+    with opened(tree) as fd:
+        data = _fs.read_file(fd, (dist.dist_info, "RECORD"), RECORD_LIMIT)
+    if data is None:
+        return None
+    try:
+        return list(csv.reader(io.StringIO(data.decode("utf-8"))))
+    except (UnicodeDecodeError, csv.Error):
+        return None
+
+
+def is_bytecode(relative: str) -> bool:
+    """A compiled module in a ``__pycache__`` directory, as the interpreter writes them."""
+    return relative.endswith(".pyc") and posixpath.basename(posixpath.dirname(relative)) == "__pycache__"
+
+
+def check_tree(tree: int | str, dists: list[Dist], *, extra: bool = True) -> RecordProblems:
+    """Check all ``dists`` of a tree against their RECORDs and, with ``extra``, find files none of them lists.
+
+    One walk of the tree: each recorded file is hashed when the walk reaches it, through its directory's
+    descriptor, and only if it is a regular file; a symlink or FIFO where a file was installed is "changed".
+    """
+    missing: list[str] = []
+    expected: dict[str, tuple[str, str]] = {}  # tree-relative path -> (hash field, size field)
+    with opened(tree) as fd:
+        for dist in dists:
+            rows = record_rows(fd, dist)
+            if rows is None:
+                missing.append(f"{dist.dist_info}/RECORD")
+                continue
+            for row in rows:
+                if row and (relative := tree_relative(row[0])) is not None:
+                    expected[relative] = (row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else "")
+        changed: list[str] = []
+        found_extra: list[str] = []
+        bytecode: list[str] = []
+        for entry in _walk.walk(fd):
+            fields = expected.pop(entry.path, None)
+            if fields is not None:
+                if entry.kind != _walk.FILE or not _matches(entry.dir_fd, entry.name, *fields):
+                    changed.append(entry.path)
+            elif entry.kind == _walk.DIR:
+                changed.append(f"{entry.path}/ (nested deeper than {_walk.MAX_DEPTH} levels)")
+            elif is_bytecode(entry.path) and entry.kind == _walk.FILE:
+                bytecode.append(entry.path)
+            else:
+                found_extra.append(entry.path)
+    # RECORD lists itself without a hash; a recorded path the walk never reached (under a symlink, say) is missing.
+    missing += sorted(expected)
+    return RecordProblems(
+        tuple(missing), tuple(changed), tuple(found_extra) if extra else (), tuple(bytecode) if extra else ()
+    )
+
+
+def _matches(dir_fd: int, name: str, hash_field: str, size_field: str) -> bool:
+    """Whether the regular file ``name`` has the recorded hash and size (no hash recorded: it only must exist)."""
+    algorithm, _, expected = hash_field.partition("=")
+    try:
+        digest = hashlib.new(algorithm) if hash_field else None
+    except ValueError:
+        return False  # an algorithm nobody can check is no proof
+    try:
+        fd = os.open(name, _fs.FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return False  # replaced since the listing
+        if digest is None:
+            return True
+        size = 0
+        while chunk := os.read(fd, _CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    actual = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
+    return actual == expected and (not size_field or size_field == str(size))

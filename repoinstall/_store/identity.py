@@ -1,0 +1,123 @@
+"""The identity of an install tree, and the only place that turns user input into repo paths."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from packaging.version import InvalidVersion, Version
+
+from .._errors import InvalidRequirement
+from .envtag import environment_tag
+
+__all__ = ["TreeId", "canonical_name", "canonical_version", "environment_tag"]
+
+# Canonical names and extras (PEP 503 / PEP 685) are lowercase letters, digits and single dashes: no '/', no
+# '..', nothing a path could escape with. Checked again here so no caller can smuggle another shape in.
+_CANONICAL = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
+_VERSION_SAFE = re.compile(r"^[A-Za-z0-9.+!_-]+$")
+_ENV_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+_SEPARATORS = re.compile(r"[-_.]+")
+
+#: The longest file name a tree needs is its staging dir, ``<name>-<leaf>.<host, at most 40>.<pid, at most 7
+#: digits>.<8 hex>``: 59 bytes besides the project name and the leaf. Linux filesystems and NFS allow 255 bytes
+#: in one name, so name + leaf may have 196 (canonical names and leaves are ASCII: characters are bytes). The
+#: others are shorter: a record's temporary ``.<leaf>.json.<12 hex>.tmp`` is leaf + 23, a lock's state
+#: ``<leaf>.lock.rw`` leaf + 8, trash names are cut to 120. Longer is refused before anything is written.
+MAX_NAME_AND_LEAF = 196
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503's normalized name (what ``packaging.utils.canonicalize_name`` returns; a test compares them).
+
+    Spelled out here so the warm path need not import packaging.utils, which imports packaging.tags.
+    """
+    return _SEPARATORS.sub("-", name).lower()
+
+
+def canonical_version(version: Version) -> str:
+    """The version with trailing zeros of its release dropped, so 1.0 and 1.0.0 name one tree
+    (``packaging.utils.canonicalize_version(v, strip_trailing_zero=True)``; a test compares them)."""
+    release = list(version.release)
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    text = f"{version.epoch}!" if version.epoch else ""
+    text += ".".join(map(str, release))
+    if version.pre is not None:
+        text += f"{version.pre[0]}{version.pre[1]}"
+    if version.post is not None:
+        text += f".post{version.post}"
+    if version.dev is not None:
+        text += f".dev{version.dev}"
+    if version.local is not None:
+        text += f"+{version.local}"
+    return text
+
+
+class _Fields(NamedTuple):
+    env: str
+    name: str
+    version: Version
+    extras: tuple[str, ...]
+    #: The tree's own directory name: the canonical version (PEP 440: 1.0 and 1.0.0 are one version, so one
+    #: tree, named "1"), with the extras when there are any.
+    leaf: str
+    #: The exact requirement that builds this tree.
+    pin: str
+    version_text: str
+
+
+class TreeId(_Fields):
+    """(environment tag, canonical name, version, extras): one immutable install tree.
+
+    ``leaf``, ``pin`` and ``version_text`` are derived once here: ``Version.__str__`` is slow enough to show
+    on the warm path.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, env: str, name: str, version: Version, extras: tuple[str, ...] = ()) -> TreeId:
+        text = str(version)
+        canonical = canonical_version(version)
+        if not _ENV_SAFE.match(env) or env in (".", ".."):
+            raise InvalidRequirement(f"environment tag {env!r} is not usable as a directory name")
+        if not _CANONICAL.match(name):
+            raise InvalidRequirement(f"project name {name!r} is not a canonical name")
+        if not _VERSION_SAFE.match(canonical):
+            raise InvalidRequirement(f"version {text} is not usable as a directory name")
+        for extra in extras:
+            if not _CANONICAL.match(extra):
+                raise InvalidRequirement(f"extra {extra!r} is not a canonical name")
+        shown = f"[{','.join(extras)}]" if extras else ""
+        if len(name) + len(canonical) + len(shown) > MAX_NAME_AND_LEAF:
+            raise InvalidRequirement(
+                f"{name[:60]}{'...' if len(name) > 60 else ''}=={text[:60]}{'...' if len(text) > 60 else ''}: "
+                f"project name, version and extras are {len(name) + len(canonical) + len(shown)} characters "
+                f"together; at most {MAX_NAME_AND_LEAF} fit in a file name"
+            )
+        return super().__new__(cls, env, name, version, extras, canonical + shown, f"{name}{shown}=={text}", text)
+
+    @classmethod
+    def from_leaf(cls, env: str, name: str, leaf: str) -> TreeId | None:
+        """The tree a directory or file name found in the repo stands for; ``None`` if it is not one of ours."""
+        version, bracket, rest = leaf.partition("[")
+        if bracket and not rest.endswith("]"):
+            return None
+        extras = tuple(e for e in rest[:-1].split(",") if e) if bracket else ()
+        try:
+            tid = cls(env, name, Version(version), extras)
+        except (InvalidVersion, InvalidRequirement):
+            return None
+        return tid if tid.leaf == leaf else None
+
+    def is_named(self, name: str, version: str) -> bool:
+        """Whether a dist-info's (Name, Version) are this tree's project and version."""
+        try:
+            return canonical_name(name) == self.name and Version(version) == self.version
+        except InvalidVersion:
+            return False
+
+    def __str__(self) -> str:
+        return self.pin

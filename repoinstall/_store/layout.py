@@ -1,0 +1,241 @@
+"""Where things live in a repo directory.
+
+    <repo>/trees/<env>/<name>/<version>[extras]/        one immutable pip --target tree (importable)
+    <repo>/records/<env>/<name>/<version>[extras].json  its manifest record (one small file per tree)
+    <repo>/locks/<env>/<name>/<version>[extras].lock    its install lock (filelock keeps state in .lock.rw/)
+    <repo>/staging/<env>/<tree>.<host>.<pid>.<random>/  a private staging dir per install attempt
+    <repo>/trash/                                       broken trees renamed aside before deletion
+
+One file per tree, never one manifest for the whole repo, keeps the check's cost proportional to the
+packages asked for and lets installs of different trees never write the same file.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+
+from .._errors import RepoUnusable
+from . import fs as _fs
+from . import walk as _walk
+from .identity import TreeId
+from .lockformat import STATE_SUFFIX
+
+TREES = "trees"
+RECORDS = "records"
+LOCKS = "locks"
+STAGING = "staging"
+TRASH = "trash"
+#: Answers from package indexes (see _indexcache).
+CACHE = "cache"
+RECORD_SUFFIX = ".json"
+#: Inside a staging dir: who made it (host, pid, started) and for which tree.
+OWNER_NOTE = "owner.json"
+#: Beside a lock: who holds it and since when, for people and for waiters' log lines.
+OWNER_SUFFIX = ".owner"
+#: Beside a record: its mtime says when the tree was last ensured (refreshed at most hourly).
+USED_SUFFIX = ".used"
+
+
+#: What a repo holds at its top; a directory with other entries and none of these is not a repo.
+_TOP = frozenset({TREES, RECORDS, LOCKS, STAGING, TRASH, CACHE})
+
+
+def default_repo() -> str:
+    """The per-user default repo: ``$XDG_DATA_HOME/repoinstall/repo`` (``~/.local/share/...``)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "repoinstall", "repo")
+
+
+class Layout:
+    """The repo root and the paths of one tree's parts below it. Holds one directory descriptor of the root."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        given = os.fspath(root)
+        if not given.strip():
+            raise RepoUnusable("the repo path is empty: name a directory (--repo DIR or REPOINSTALL_REPO)")
+        path = os.path.abspath(given)
+        if path == os.path.abspath(os.sep):
+            raise RepoUnusable("repo /: the filesystem root cannot be a repo: name a directory below it")
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            mode = None
+        except OSError as error:
+            raise RepoUnusable(f"repo {path}: cannot be used: {error.strerror}") from None
+        if mode is not None and not stat.S_ISDIR(mode):
+            raise RepoUnusable(f"repo {path}: exists and is not a directory")
+        self.root = path
+        self._fd: int | None = None
+        self._env_fds: dict[tuple[str, str], int] = {}
+        self._guard = threading.Lock()
+
+    def root_fd(self, *, create: bool = False) -> int | None:
+        """The root's descriptor, or ``None`` if the repo does not exist yet and ``create`` is false."""
+        if self._fd is None:
+            created = False
+            if create:
+                try:
+                    os.makedirs(self.root, _fs.DIR_MODE)  # FileExistsError when it is there (or a peer made it)
+                    created = True
+                except FileExistsError:
+                    pass
+                except OSError as error:
+                    raise RepoUnusable(f"repo {self.root}: cannot be created: {error.strerror}") from None
+            try:
+                self._fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return None
+            except NotADirectoryError:
+                raise RepoUnusable(f"repo {self.root}: exists and is not a directory") from None
+            except OSError as error:
+                raise RepoUnusable(f"repo {self.root}: cannot be opened: {error.strerror}") from None
+            if created:
+                _fs.set_group_mode(self._fd, _fs.DIR_MODE)  # like every directory below it, whatever the umask
+        return self._fd
+
+    def existing_fd(self) -> int:
+        """The root's descriptor for a command that reads a repo (verify, list, locks, gc, doctor): never created,
+        and :class:`RepoUnusable` if it is missing or a directory that is not a repo (so a mistyped --repo is
+        named, not reported as an empty repo)."""
+        fd = self.root_fd()
+        if fd is None:
+            raise RepoUnusable(f"repo {self.root} does not exist (ensure creates it)")
+        try:
+            entries = os.listdir(fd)
+        except OSError as error:
+            raise RepoUnusable(f"repo {self.root}: cannot be listed: {error.strerror}") from None
+        if entries and not any(name in _TOP for name in entries):
+            raise RepoUnusable(f"{self.root} is not a repoinstall repo (it has no {'/, '.join(sorted(_TOP))}/)")
+        return fd
+
+    def writable_fd(self) -> int:
+        """The root's descriptor for an install; a clear error when the repo is read-only or not writable."""
+        fd = self.root_fd(create=True)
+        assert fd is not None
+        # Relative to the open root and with effective ids: what this process can do there, whatever the
+        # permissions of the directories above it.
+        if not os.access(".", os.W_OK, dir_fd=fd, effective_ids=True):
+            if read_only_filesystem(self.root):
+                raise RepoUnusable(f"repo {self.root} is read-only: cannot install missing packages here")
+            raise RepoUnusable(f"repo {self.root} is not writable by uid {os.getuid()}")
+        return fd
+
+    def env_fd(self, kind: str, env: str) -> int | None:
+        """The open ``<kind>/<env>`` directory (trees or records), cached once it exists: they are never removed,
+        so the warm check opens only what is below them."""
+        fd = self._env_fds.get((kind, env))
+        if fd is not None:
+            return fd
+        root = self.root_fd()
+        if root is None:
+            return None
+        with self._guard:
+            if (fd := self._env_fds.get((kind, env))) is None and (fd := _fs.open_dir(root, (kind, env))) is not None:
+                self._env_fds[(kind, env)] = fd
+        return fd
+
+    def close(self) -> None:
+        for fd in self._env_fds.values():
+            os.close(fd)
+        self._env_fds.clear()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    @staticmethod
+    def tree_dir(tid: TreeId) -> tuple[str, ...]:
+        return (TREES, tid.env, tid.name)
+
+    @staticmethod
+    def lock_dir(tid: TreeId) -> tuple[str, ...]:
+        return (LOCKS, tid.env, tid.name)
+
+    @staticmethod
+    def record_dir(tid: TreeId) -> tuple[str, ...]:
+        return (RECORDS, tid.env, tid.name)
+
+    def discover(self, kind: str, env: str | None = None, name: str | None = None) -> list[TreeId]:
+        """The trees that have an entry under ``kind`` (TREES, RECORDS or LOCKS), optionally of one env and name.
+
+        Listed through directory descriptors, so a symlink planted at any level is not followed (and not listed).
+        Names that are not ours (temporary files, foreign debris) are skipped.
+        """
+        suffix = {TREES: "", RECORDS: RECORD_SUFFIX, LOCKS: STATE_SUFFIX}[kind]
+        root = self.root_fd()
+        top = None if root is None else _fs.open_dir(root, (kind,))
+        if top is None:
+            return []
+        found = []
+        try:
+            for env_name in [env] if env else _subdirs(top):
+                env_fd = _fs.open_dir(top, (env_name,))
+                if env_fd is None:
+                    continue
+                try:
+                    for project in [name] if name else _subdirs(env_fd):
+                        project_fd = _fs.open_dir(env_fd, (project,))
+                        if project_fd is None:
+                            continue
+                        try:
+                            entries = sorted(os.listdir(project_fd))
+                        finally:
+                            os.close(project_fd)
+                        for entry in entries:
+                            if entry.startswith(".") or not entry.endswith(suffix):
+                                continue
+                            tid = TreeId.from_leaf(env_name, project, entry[: len(entry) - len(suffix)])
+                            if tid is not None:
+                                found.append(tid)
+                finally:
+                    os.close(env_fd)
+        finally:
+            os.close(top)
+        return found
+
+    def discard(self, parts: tuple[str, ...], name: str, label: str) -> bool | None:
+        """Take ``parts/name`` out of the repo's view: one rename into trash/ (a symlink is moved, never followed),
+        then delete it there. A reader sees the whole thing or nothing, never a half-deleted tree, and a peer
+        that renames something into ``parts/name`` afterwards is untouched: the deletion only ever runs in trash/.
+
+        ``None`` if it was not there, ``True`` once deleted, ``False`` if set aside but not wholly deleted (gc
+        finishes it later). Raises :class:`RepoUnusable` if ``parts`` or trash/ is a symlink or file.
+        """
+        root = self.writable_fd()
+        parent = _fs.open_dir(root, parts)
+        if parent is None:
+            return None
+        try:
+            trash = _fs.make_dirs(root, (TRASH,), self.root)
+            try:
+                target = f"{label}.{os.urandom(4).hex()}"
+                try:
+                    os.rename(name, target, src_dir_fd=parent, dst_dir_fd=trash)
+                except FileNotFoundError:
+                    return None
+                return _walk.remove(trash, target)
+            finally:
+                os.close(trash)
+        finally:
+            os.close(parent)
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    def tree_path(self, tid: TreeId) -> str:
+        return self.path(*self.tree_dir(tid), tid.leaf)
+
+
+def read_only_filesystem(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError as error:
+        return error.errno == errno.EROFS
+
+
+def _subdirs(dir_fd: int) -> list[str]:
+    """The names of the real (not symlinked) directories in an open directory, sorted, hidden ones left out."""
+    with os.scandir(dir_fd) as entries:
+        return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))

@@ -1,0 +1,427 @@
+"""Per-tree install locks on the shared volume.
+
+The lock is filelock's ``SoftReadWriteLock`` write lock. Its state is a log of immutable snapshots committed
+with no-replace hard links, and a holder record whose nonce a heartbeat thread rewrites; a waiter evicts a
+holder whose record has not changed for the stale threshold on the waiter's own monotonic clock, so clock
+skew between pods cannot matter. It takes over with link and rename alone, which is why it works on NFS and
+CephFS, whose kernel clients refuse the ``renameat2`` flags ``SoftFileLease`` takes over with.
+
+The lock only saves duplicate work: the rename that publishes a tree is the commit point, so a holder that
+lost its lease (paused past the threshold) can at worst install a tree nobody uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import stat
+import threading
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from .. import _log
+from .._errors import InstallError, LockTimeout
+from .._options import LockSettings
+from . import fs as _fs
+from .layout import OWNER_SUFFIX
+from .lockformat import lock_name, state_name
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from filelock import SoftReadWriteLock
+
+    from .identity import TreeId
+    from .layout import Layout
+
+#: A waiter looks at the holder's note (and, with a ``ready`` check, at the tree: a few opens) every _LOOK
+#: seconds, and tries the lock, a few writes on the volume, only now and then: see wait_and_take.
+_LOOK = 0.1
+#: The shortest gap between two attempts on the lock while no holder's note is seen.
+_RETRY = 0.25
+
+
+class Clock(Protocol):
+    """Monotonic time and sleeping, injectable so the wait strategy can be tested without waiting."""
+
+    def now(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class _SystemClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+SYSTEM_CLOCK: Clock = _SystemClock()
+
+
+class Contender(Protocol):
+    """One lock as a waiter sees it: one attempt that never waits, the holder's note, who holds it."""
+
+    path: str
+
+    def attempt(self) -> bool: ...
+
+    def note_seen(self) -> bool: ...
+
+    def holder(self) -> str: ...
+
+
+def wait_and_take(
+    lock: Contender,
+    settings: LockSettings,
+    *,
+    ready: Callable[[], bool] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    announce: bool = True,
+) -> bool:
+    """Take the lock, waiting up to the wait timeout: ``True`` once taken, ``False`` if ``ready()`` came true while
+    waiting (a peer finished: the lock is not taken); :class:`LockTimeout` after the wait timeout.
+
+    The lock is tried at once unless a holder's note is there. While it is, the waiter only looks at the note
+    (and the tree), and tries the lock after half a heartbeat and then every quarter heartbeat (to see a dead
+    holder's record go stale), or at once when the note goes (the holder released). So a dead holder is taken
+    over within the stale threshold plus one heartbeat of its death, a finished peer's tree ends the wait
+    within _LOOK, and waiters neither read the lock's log every poll nor queue for the lock after the
+    publish. The lock only saves duplicate work: the rename is the commit point.
+    """
+    started = clock.now()
+    deadline = started + settings.wait_timeout
+    quarter = settings.heartbeat / 4
+    # A note means a live holder (or a dead one, which takes the stale threshold anyway): no attempt yet.
+    defer = settings.wait_timeout > 2 * quarter and lock.note_seen()
+    next_try = started + 2 * quarter if defer else started
+    last_try = -math.inf
+    logged = False
+    while True:
+        now = clock.now()
+        if now >= next_try or (now - last_try >= _RETRY and not lock.note_seen()):
+            if lock.attempt():
+                return True
+            last_try = clock.now()
+            next_try = last_try + quarter
+        if not logged and announce:
+            _log.logger().info("waiting for %s: %s", lock.path, lock.holder())
+            logged = True
+        if clock.now() >= deadline:
+            raise LockTimeout(f"gave up after {settings.wait_timeout:g}s waiting for {lock.path}: {lock.holder()}")
+        clock.sleep(max(0.0, min(_LOOK, deadline - clock.now())))
+        if ready is not None and ready():
+            return False
+
+
+class _Unreadable(Exception):
+    """filelock could not read the lock's state (its error is the cause)."""
+
+
+class FileTreeLock:
+    """The write lock of one tree, plus an owner note (host, pid, since) so waiters can say who they wait for.
+
+    Takes ownership of ``directory_fd`` (the lock directory): :meth:`release` or :meth:`close` closes it.
+    """
+
+    def __init__(self, directory_fd: int, directory: str, leaf: str, settings: LockSettings, what: str = "") -> None:
+        self.what = what or leaf
+        self.lost = threading.Event()
+        self._dir_fd = directory_fd
+        self._leaf = leaf
+        self._owner_name = leaf + OWNER_SUFFIX
+        self._settings = settings
+        self.path = os.path.join(directory, lock_name(leaf))
+        self._soft: SoftReadWriteLock | None = None
+
+    @property
+    def _lock(self) -> SoftReadWriteLock:
+        """filelock's lock, made at the first attempt: a waiter whose peer finishes first never loads filelock."""
+        if self._soft is None:
+            from filelock import SoftReadWriteLock
+
+            self._soft = SoftReadWriteLock(
+                self.path,
+                heartbeat_interval=self._settings.heartbeat,
+                stale_threshold=self._settings.stale_after,
+                poll_interval=min(0.25, self._settings.heartbeat / 2),
+                is_singleton=False,
+                on_compromise=self._on_compromise,
+            )
+        return self._soft
+
+    def _on_compromise(self, compromise: Any) -> None:
+        # Runs on the heartbeat thread. From here on a peer may hold the lock: never publish over anything.
+        self.lost.set()
+        _log.logger().warning(
+            "lost the lock %s (%s); will not publish over a peer's tree", self.path, compromise.reason
+        )
+
+    def take(
+        self, *, ready: Callable[[], bool] | None = None, clock: Clock = SYSTEM_CLOCK, announce: bool = True
+    ) -> bool | Unusable:
+        """Wait for the lock and take it: ``True`` if taken (release it), ``False`` if ``ready()`` came true first,
+        or why this lock cannot be used (its state belongs to another UID); :class:`LockTimeout` if the wait
+        timed out. Unless taken, the lock is closed."""
+        try:
+            taken = wait_and_take(self, self._settings, ready=ready, clock=clock, announce=announce)
+        except (PermissionError, _Unreadable) as error:
+            owner = foreign_owner(self._dir_fd, self._leaf)  # another UID made it between our look and our acquire
+            self.close()
+            if owner is not None:
+                return foreign_lock(self.what, owner)
+            if isinstance(error, PermissionError):
+                raise
+            raise InstallError(
+                f"lock {self.path} is unreadable ({error.__cause__}); if no installer is running, remove "
+                f"{os.path.join(os.path.dirname(self.path), state_name(self._leaf))}"
+            ) from None
+        except BaseException:
+            self.close()
+            raise
+        if not taken:
+            self.close()
+            return False
+        try:
+            note = {"host": os.uname().nodename, "pid": os.getpid(), "since": time.time()}
+            _fs.write_atomic(self._dir_fd, self._owner_name, json.dumps(note).encode())
+        except OSError:
+            pass  # the note tells humans who holds it and waiters when it goes; the lock itself is held
+        return True
+
+    def attempt(self) -> bool:
+        """One acquire that never waits: whether we hold the lock now."""
+        from filelock import SoftFileLockProtocolError, Timeout
+
+        try:
+            self._lock.acquire_write(blocking=False)
+        except Timeout:
+            return False
+        except SoftFileLockProtocolError as error:
+            raise _Unreadable from error
+        except RuntimeError as error:
+            # filelock's TreeReplacedError (private): a file or symlink took the place of the lock's state dir
+            # since open_lock looked. One spec fails with a clear line; the others go on.
+            if type(error).__name__ != "TreeReplacedError":
+                raise
+            raise _Unreadable from error
+        return True
+
+    def note_seen(self) -> bool:
+        """Whether a holder's owner note is there (a holder writes it once it has the lock, removes it on release)."""
+        try:
+            os.stat(self._owner_name, dir_fd=self._dir_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        return True
+
+    def try_take(self) -> bool | None:
+        """One attempt that never waits: ``True`` if taken, ``False`` if a peer holds it, ``None`` if this
+        lock cannot be used at all (state of another UID, unreadable state). Release with :meth:`release`."""
+        try:
+            return self.attempt()
+        except (PermissionError, _Unreadable):
+            return None
+
+    def release(self) -> None:
+        import logging
+
+        from filelock import SoftFileLockProtocolError
+
+        if not self.lost.is_set():  # after a loss the note may already be the new holder's
+            with contextlib.suppress(OSError):
+                _fs.unlink(self._dir_fd, self._owner_name)
+        try:
+            self._lock.release(force=True)
+        except (OSError, SoftFileLockProtocolError) as error:
+            # Releasing only lets peers in sooner. If it fails (typically a holder resumed after a peer evicted it
+            # and moved the lock's log on), what is left of our membership ages out after the stale threshold,
+            # like a crashed holder's. The tree, published by rename or not at all, is unaffected.
+            level = logging.DEBUG if self.lost.is_set() else logging.WARNING
+            _log.logger().log(level, "could not release %s cleanly (%s); it expires on its own", self.path, error)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Give up the lock object without releasing (after an attempt that did not take it)."""
+        if self._soft is not None:
+            self._soft.close()
+            self._soft = None
+        if self._dir_fd >= 0:
+            os.close(self._dir_fd)
+            self._dir_fd = -1
+
+    def holder(self) -> str:
+        """Who holds the lock and for how long, as its owner note tells (best effort)."""
+        data = _fs.read_file(self._dir_fd, (self._owner_name,))
+        try:
+            note = json.loads(data or b"")
+            age = max(0.0, time.time() - float(note["since"]))
+            return f"held by {note['host']} pid {note['pid']} for {age:.0f}s"
+        except (ValueError, KeyError, TypeError):
+            return "held by a peer that has not said who it is"
+
+
+def _replaced(directory_fd: int, name: str) -> bool:
+    """Whether something that is not a directory (a file, a symlink) sits where the lock's state dir belongs."""
+    try:
+        return not stat.S_ISDIR(os.stat(name, dir_fd=directory_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def foreign_owner(directory_fd: int, leaf: str) -> int | None:
+    """The UID owning the tree's lock state if it is not ours (so we cannot share it), else ``None``."""
+    try:
+        owner = os.stat(state_name(leaf), dir_fd=directory_fd, follow_symlinks=False).st_uid
+    except OSError:
+        return None
+    return owner if owner != os.geteuid() else None
+
+
+def links_keep_identity(directory_fd: int) -> bool:
+    """Whether a hard link here names the same file (same inode) as its source.
+
+    filelock's lock commits by hard link and confirms the commit by that identity. sshfs, for one, shows a
+    link as a separate file with its own inode, so there a lock could never be taken.
+    """
+    source = f".link-probe.{os.getpid()}.{os.urandom(4).hex()}"
+    target = source + ".linked"
+    try:
+        os.close(os.open(source, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=directory_fd))
+        os.link(source, target, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
+        first = os.stat(source, dir_fd=directory_fd, follow_symlinks=False)
+        second = os.stat(target, dir_fd=directory_fd, follow_symlinks=False)
+        return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+    except OSError:
+        return False
+    finally:
+        for name in (source, target):
+            _fs.unlink(directory_fd, name)
+
+
+class Unusable(NamedTuple):
+    """Why no lock can be had for a tree here; ``kind`` tells warnings apart ("foreign" or "links")."""
+
+    kind: str
+    message: str
+
+
+def foreign_lock(what: TreeId | str, owner: int) -> Unusable:
+    # filelock keeps its lock state private to one UID (0600 files, 0700 dirs).
+    return Unusable(
+        "foreign",
+        f"the lock for {what} belongs to uid {owner} and this is uid {os.geteuid()}: going on without it (safe, "
+        "may duplicate work). Fix: run every pod with one runAsUser (and one fsGroup).",
+    )
+
+
+#: Repo root -> whether hard links there keep file identity; probed once per process.
+_links_work: dict[str, bool] = {}
+
+
+def open_tree_lock(layout: Layout, tid: TreeId, settings: LockSettings) -> FileTreeLock | Unusable:
+    """The tree's lock, or why none can be had here: waiting for it would then fail or hang forever.
+
+    Going on without a lock stays correct, because the rename is the commit point; it only risks duplicate work.
+    """
+    return open_lock(layout, layout.lock_dir(tid), tid.leaf, settings, str(tid))
+
+
+def open_lock(
+    layout: Layout, parts: tuple[str, ...], leaf: str, settings: LockSettings, what: str
+) -> FileTreeLock | Unusable:
+    """The lock named ``leaf`` in the repo directory ``parts`` (for ``what``), or why none can be had here."""
+    directory = _fs.make_dirs(layout.writable_fd(), parts, layout.root)
+    if (owner := foreign_owner(directory, leaf)) is not None:
+        os.close(directory)
+        return foreign_lock(what, owner)
+    if _replaced(directory, state_name(leaf)):
+        os.close(directory)
+        # Not ours to remove here (gc sets it aside); without the lock the install stays correct: the rename
+        # is the commit point.
+        return Unusable(
+            "replaced",
+            f"the lock state {os.path.join(layout.path(*parts), state_name(leaf))} is not a directory (a symlink "
+            "or file is in the way): going on without the lock (safe, may duplicate work); `repoinstall gc` "
+            "sets it aside",
+        )
+    if layout.root not in _links_work:
+        _links_work[layout.root] = links_keep_identity(directory)
+    if not _links_work[layout.root]:
+        os.close(directory)
+        return Unusable(
+            "links",
+            f"hard links on {layout.root} do not keep file identity (sshfs does this), so install locks cannot "
+            "work here: going on without them (safe, may duplicate work). `repoinstall doctor` tells more.",
+        )
+    return FileTreeLock(directory, layout.path(*parts), leaf, settings, what)
+
+
+class Held:
+    """What taking a tree's lock came to, read by the protocol (nothing calls back into it).
+
+    ``peer_finished``: the tree appeared while we waited, so the lock was not taken. ``waited``: seconds spent
+    getting here. ``without``: why we go on with no lock although locking is on (``None`` otherwise).
+    ``lease_lost``: the heartbeat saw a peer evict us; from then on never publish over anything.
+    """
+
+    __slots__ = ("_lost", "peer_finished", "waited", "without")
+
+    def __init__(self, waited: float, *, peer_finished: bool = False, without: Unusable | None = None) -> None:
+        self.waited = waited
+        self.peer_finished = peer_finished
+        self.without = without
+        self._lost: threading.Event | None = None
+
+    @property
+    def lease_lost(self) -> bool:
+        return self._lost is not None and self._lost.is_set()
+
+
+class TreeLocks:
+    """The tree locks of one repo as one process takes them: with its settings and clock, and going on without
+    a lock wherever none can be had (``--no-lock``, a lock of another UID, links that lose identity, a lock
+    state replaced by a file) - the one "no lock possible" path, reported once per kind of obstacle."""
+
+    def __init__(self, layout: Layout, settings: LockSettings, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.layout = layout
+        self.settings = settings
+        self.clock = clock
+        self._warned: set[str] = set()
+        self._guard = threading.Lock()
+
+    @contextlib.contextmanager
+    def hold(self, tid: TreeId, *, ready: Callable[[], bool] | None = None) -> Iterator[Held]:
+        """Hold the tree's lock for the block (or go on without one); with ``ready``, a wait ends as soon as
+        ``ready()`` is true, and the block runs with ``peer_finished`` set and no lock."""
+        started = self.clock.now()
+        lock = open_tree_lock(self.layout, tid, self.settings) if self.settings.enabled else None
+        taken: bool | Unusable = False
+        if isinstance(lock, FileTreeLock):
+            taken = lock.take(ready=ready, clock=self.clock)
+        without = lock if isinstance(lock, Unusable) else taken if isinstance(taken, Unusable) else None
+        held = Held(
+            self.clock.now() - started, peer_finished=isinstance(lock, FileTreeLock) and taken is False, without=without
+        )
+        if without is not None:
+            self._warn_once(without)
+        if taken is not True or not isinstance(lock, FileTreeLock):
+            yield held  # no lock held: --no-lock, none possible here, or a peer finished while we waited
+            return
+        held._lost = lock.lost
+        try:
+            yield held
+        finally:
+            lock.release()
+
+    def _warn_once(self, unusable: Unusable) -> None:
+        # Once per kind: a repo of a thousand trees on sshfs should say it once, not a thousand times.
+        with self._guard:
+            if unusable.kind in self._warned:
+                return
+            self._warned.add(unusable.kind)
+        _log.logger().warning("%s", unusable.message)

@@ -1,0 +1,172 @@
+"""The manifest: one small JSON record per tree saying what was installed there, how and when."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from packaging.version import InvalidVersion, Version
+
+from . import fs as _fs
+from .identity import TreeId
+from .layout import RECORD_SUFFIX, RECORDS, USED_SUFFIX, Layout
+
+if TYPE_CHECKING:
+    from .dists import Dist
+
+FORMAT = 1
+
+
+class TreeEntry(NamedTuple):
+    """What the manifest knows about one tree."""
+
+    requirement: str
+    name: str
+    version: str
+    extras: tuple[str, ...]
+    env: str
+    dist_info: str
+    installer: str
+    installer_version: str
+    installed_at: str
+    host: str
+    dists: tuple[dict[str, str], ...] = ()
+    format: int = FORMAT
+
+    def to_json(self) -> bytes:
+        return (json.dumps(self._asdict(), sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+
+    @classmethod
+    def new(
+        cls, tid: TreeId, requirement: str, dist_info: str, dists: list[Dist], installer: str, installer_version: str
+    ) -> TreeEntry:
+        return cls(
+            requirement=requirement,
+            name=tid.name,
+            # The version the project's own METADATA names (1.0 when 1.0.0 was asked: the same version).
+            version=next((d.version for d in dists if d.dist_info == dist_info), tid.version_text),
+            extras=tid.extras,
+            env=tid.env,
+            dist_info=dist_info,
+            installer=installer,
+            installer_version=installer_version,
+            installed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            host=os.uname().nodename,
+            dists=tuple({"name": d.name, "version": d.version, "dist_info": d.dist_info} for d in dists),
+        )
+
+
+def parse(data: bytes, tid: TreeId) -> TreeEntry | None:
+    """The record in ``data`` if it is well formed and describes ``tid``; ``None`` for anything else."""
+    try:
+        raw: Any = json.loads(data)
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            return None
+        raw["extras"] = tuple(raw.get("extras") or ())
+        raw["dists"] = tuple(raw.get("dists") or ())
+        record = TreeEntry(**raw)
+    except (ValueError, TypeError):
+        return None
+    if (record.name, record.extras, record.env) != (tid.name, tid.extras, tid.env) or not _same_version(record, tid):
+        return None
+    if "/" in record.dist_info or record.dist_info in ("", ".", "..") or not record.dist_info.endswith(".dist-info"):
+        return None
+    return record
+
+
+def _same_version(record: TreeEntry, tid: TreeId) -> bool:
+    if record.version == tid.version_text:
+        return True
+    try:
+        return Version(record.version) == tid.version
+    except InvalidVersion:
+        return False
+
+
+def read(layout: Layout, tid: TreeId) -> TreeEntry | None:
+    fd = layout.env_fd(RECORDS, tid.env)
+    if fd is None:
+        return None
+    # "<name>" and "<leaf>.json" opened one at a time without following a symlink: a planted records/<env>/<name>
+    # link reads as "no record", so it can neither mislead the check nor lead a write (mark_used) outside.
+    data = _fs.read_file(fd, (tid.name, tid.leaf + RECORD_SUFFIX))
+    return None if data is None else parse(data, tid)
+
+
+def write(layout: Layout, tid: TreeId, record: TreeEntry) -> None:
+    """Write the record atomically; writers of one tree all write equivalent records, so last one wins."""
+    directory = _fs.make_dirs(layout.writable_fd(), layout.record_dir(tid), layout.root)
+    try:
+        _fs.write_atomic(directory, tid.leaf + RECORD_SUFFIX, record.to_json())
+    finally:
+        os.close(directory)
+
+
+def remove(layout: Layout, tid: TreeId) -> None:
+    """Unpublish the record (and its "last ensured" note): from here the tree reads as not installed."""
+    fd = layout.root_fd()
+    if fd is None:
+        return
+    directory = _fs.open_dir(fd, layout.record_dir(tid))
+    if directory is not None:
+        try:
+            _fs.unlink(directory, tid.leaf + RECORD_SUFFIX)
+            _fs.unlink(directory, tid.leaf + USED_SUFFIX)
+        finally:
+            os.close(directory)
+
+
+#: "Last ensured" is refreshed at most this often: a warm check costs one stat, and one small write an hour.
+USED_REFRESH = 3600.0
+
+
+def mark_used(layout: Layout, tid: TreeId, now: float) -> None:
+    """Note that the tree was just ensured, if the note is older than :data:`USED_REFRESH` (best effort)."""
+    records = layout.env_fd(RECORDS, tid.env)
+    if records is None:
+        return
+    # The record's directory opened without following a symlink, so the note is never written outside the repo.
+    fd = _fs.open_dir(records, (tid.name,))
+    if fd is None:
+        return
+    name = tid.leaf + USED_SUFFIX
+    try:
+        if now - os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime < USED_REFRESH:
+            return
+        os.utime(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        # A read-only repo, or the record's directory is gone: nothing to note.
+        with contextlib.suppress(OSError):
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _fs.FILE_MODE, dir_fd=fd))
+    except OSError:
+        pass  # a read-only repo or a foreign file: "last ensured" is only a hint for gc
+    finally:
+        os.close(fd)
+
+
+def last_used(layout: Layout, tid: TreeId) -> float | None:
+    """When the tree was last ensured (the note's mtime), else when its record was written; ``None`` if neither."""
+    root = layout.root_fd()
+    fd = None if root is None else _fs.open_dir(root, layout.record_dir(tid))
+    if fd is None:
+        return None
+    try:
+        for suffix in (USED_SUFFIX, RECORD_SUFFIX):
+            try:
+                return os.stat(tid.leaf + suffix, dir_fd=fd, follow_symlinks=False).st_mtime
+            except OSError:
+                continue
+        return None
+    finally:
+        os.close(fd)
+
+
+def as_recorded(layout: Layout, tid: TreeId, entry: TreeEntry | None = None) -> TreeId:
+    """A tree found on disk is named by its canonical version ("1"); its entry says how it is spelled ("1.0")."""
+    entry = entry or read(layout, tid)
+    if entry is None or entry.version == tid.version_text:
+        return tid
+    return TreeId(tid.env, tid.name, Version(entry.version), tid.extras)

@@ -1,0 +1,179 @@
+"""Listing and deleting below the repo by directory descriptor: no symlink followed, no recursion, bounded fds.
+
+A repo lives on a volume every pod can write, so anything below its root may have been replaced by a symlink,
+a FIFO, a device or a directory nested a thousand deep. Every walk here is iterative and relative to an open
+directory (``openat``/``unlinkat``, as ``shutil.rmtree`` does with ``dir_fd``): a symlink is reported or removed
+as a link, never followed, and a non-regular file is never opened, so nothing can lead a walk out of the repo
+or make it hang.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from .fs import DIR_FLAGS
+
+#: How deep a walk descends. Python trees are rarely 20 deep; deeper than this is reported, not entered, so the
+#: walk never holds more descriptors than this.
+MAX_DEPTH = 128
+#: How many directories a removal holds open at once; deeper ones are renamed up beside the victim first.
+_REMOVE_DEPTH = 64
+#: What an ``openat`` of a directory entry reports when it was removed or replaced since it was listed.
+_GONE = frozenset({errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.ESTALE})
+
+FILE, DIR, LINK, OTHER = "file", "dir", "link", "other"
+
+
+class Entry(NamedTuple):
+    """One entry found by :func:`walk`. ``dir_fd`` (its directory) is valid only until the next entry."""
+
+    dir_fd: int
+    name: str
+    #: Relative to the walk's top, "/"-separated.
+    path: str
+    #: FILE (regular), LINK (a symlink, not followed), OTHER (FIFO, socket, device), or DIR for a directory
+    #: deeper than :data:`MAX_DEPTH` (reported, not entered).
+    kind: str
+
+
+def kind_of(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return FILE
+    if stat.S_ISDIR(mode):
+        return DIR
+    return LINK if stat.S_ISLNK(mode) else OTHER
+
+
+def entries(dir_fd: int) -> list[tuple[str, str]]:
+    """(name, kind) of every entry of an open directory, sorted; kinds from ``lstat``, never following a link."""
+    found = []
+    with os.scandir(dir_fd) as listing:
+        for entry in listing:
+            try:
+                found.append((entry.name, kind_of(entry.stat(follow_symlinks=False).st_mode)))
+            except FileNotFoundError:
+                continue  # removed since the listing
+    return sorted(found)
+
+
+def walk(top_fd: int, max_depth: int = MAX_DEPTH) -> Iterator[Entry]:
+    """Every non-directory below ``top_fd``, depth first, iteratively; directories are entered with
+    ``O_NOFOLLOW`` only, so a symlink is yielded as a LINK, never entered."""
+    stack: list[tuple[int, str, list[tuple[str, str]]]] = []
+    try:
+        first = os.dup(top_fd)
+        stack.append((first, "", entries(first)[::-1]))
+        while stack:
+            fd, prefix, pending = stack[-1]
+            if not pending:
+                os.close(fd)
+                stack.pop()
+                continue
+            name, kind = pending.pop()
+            path = prefix + name
+            if kind != DIR:
+                yield Entry(fd, name, path, kind)
+                continue
+            if len(stack) > max_depth:
+                yield Entry(fd, name, path, DIR)
+                continue
+            try:
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+            except OSError as error:
+                if error.errno in _GONE:
+                    continue  # replaced or removed since it was listed: what is there now is not ours to enter
+                raise
+            try:
+                listed = entries(child)[::-1]
+            except BaseException:
+                os.close(child)
+                raise
+            stack.append((child, path + "/", listed))
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
+
+
+def remove(parent_fd: int, name: str) -> bool:
+    """Delete ``name`` below ``parent_fd`` and everything in it, never following a symlink; ``True`` if it is gone.
+
+    Only for what was already renamed into ``trash/`` (or is private to us): a peer can no longer reach it by
+    its old path, so deleting it cannot empty anything published. Directories nested deeper than a few dozen
+    levels are renamed up beside ``name`` and removed in turn, so any depth takes a bounded number of fds.
+    """
+    victims = [name]
+    complete = True
+    while victims:
+        complete = _remove_one(parent_fd, victims.pop(), victims) and complete
+    return complete
+
+
+def _remove_one(parent_fd: int, name: str, victims: list[str]) -> bool:
+    try:
+        mode = os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return True
+    if not stat.S_ISDIR(mode):
+        return _unlink(parent_fd, name)
+    complete = True
+    stack: list[tuple[int, int, str, list[str]]] = []  # (fd, its parent's fd, its name, subdirectories left)
+    try:
+        top = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+        stack.append((top, parent_fd, name, []))
+        fresh = True
+        while stack:
+            fd, up, here, subdirs = stack[-1]
+            if fresh:
+                for entry, kind in entries(fd):
+                    if kind == DIR:
+                        subdirs.append(entry)
+                    else:
+                        complete = _unlink(fd, entry) and complete
+            if subdirs:
+                child = subdirs.pop()
+                if len(stack) >= _REMOVE_DEPTH:
+                    # Too deep to hold every level open: move it up beside the victim, and remove it from there.
+                    moved = f"{name[:60]}.deep.{os.urandom(6).hex()}"  # bounded: names of moved ones stay short
+                    try:
+                        os.rename(child, moved, src_dir_fd=fd, dst_dir_fd=parent_fd)
+                        victims.append(moved)
+                    except OSError:
+                        complete = False
+                    fresh = False
+                    continue
+                try:
+                    stack.append((os.open(child, DIR_FLAGS, dir_fd=fd), fd, child, []))
+                    fresh = True
+                except OSError as error:
+                    complete = complete and error.errno == errno.ENOENT
+                    fresh = False
+                continue
+            stack.pop()
+            os.close(fd)
+            fresh = False
+            try:
+                os.rmdir(here, dir_fd=up)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                complete = False
+    except OSError:
+        complete = False
+    finally:
+        for fd, _, _, _ in stack:
+            os.close(fd)
+    return complete
+
+
+def _unlink(dir_fd: int, name: str) -> bool:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True

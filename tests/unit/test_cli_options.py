@@ -1,0 +1,47 @@
+"""Each command-line option is declared once, and the commands that share it take it from that declaration."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import typer.main
+
+from repoinstall._cli.app import app
+from repoinstall._cli.options import DECLARED, Options
+
+CLI = Path(__file__).parents[2] / "repoinstall" / "_cli"
+
+
+def _declared_flags() -> list[str]:
+    """Every ``--flag`` named in a typer.Option(...) call anywhere in the command line's source."""
+    flags = []
+    for path in CLI.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Option":
+                flags += [
+                    str(a.value) for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")
+                ]
+    return flags
+
+
+def test_no_option_is_declared_twice() -> None:
+    flags = _declared_flags()
+    assert len(flags) > 20
+    assert sorted(f for f in set(flags) if flags.count(f) > 1) == []
+
+
+def _options_of(command: str) -> dict[str, object]:
+    click_app = typer.main.get_command(app)
+    sub = click_app.commands[command]  # type: ignore[attr-defined]
+    return {p.name: p.default for p in sub.params}
+
+
+def test_ensure_run_and_verify_share_one_declaration_with_the_apis_defaults() -> None:
+    defaults = Options()
+    for command in ("ensure", "run", "verify"):
+        found = _options_of(command)
+        for name in ("repo", "no_lock", "stale_after", "heartbeat", "wait_timeout", "installer", "index_url"):
+            assert name in found, (command, name)
+            assert found[name] == getattr(defaults, name), (command, name)
+    assert set(DECLARED) == set(Options._fields)
