@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from helpers import cli, isolated_env  # noqa: E402
 from wheels import make_wheel  # noqa: E402

@@ -1,6 +1,6 @@
 """The chaos suite, bounded for CI: 8 pods over two FUSE clients, SIGKILLs and pauses, invariants per round.
 
-The long run is ``python tests/chaos.py --rounds 30`` (README, "Chaos").
+The long run is ``python tests/support/chaos.py --rounds 30`` (README, "Chaos").
 """
 
 from __future__ import annotations

@@ -7,16 +7,24 @@ import errno
 import json
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fusemount import as_pod, fuse_missing, mounted
-from helpers import actions, document, ensure_args, finish, import_version, run, signal_group, start
+from helpers import (
+    actions,
+    document,
+    ensure_args,
+    finish,
+    import_version,
+    run,
+    signal_group,
+    start,
+    wait_for_stderr,
+)
 from indexserver import IndexServer
 
-HERE = Path(__file__).parent
 REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"  # CI sets it: there a skip would be a failure
 
 
@@ -52,7 +60,7 @@ def test_sigkilled_holder_on_one_client_is_taken_over_from_another(
     holder = start(*ensure_args(client_a / "repo", index.url, "slow-pkg==1.0"), prefix=as_pod("pod-a"))
     index.wait_for_download("slow_pkg")
     waiter = start(*ensure_args(client_b / "repo", index.url, "slow-pkg==1.0"), prefix=as_pod("pod-b"))
-    time.sleep(1.5)  # the waiter has found the lock taken
+    wait_for_stderr(waiter, "held by pod-a")  # the waiter has found the lock taken, and says by whom
     signal_group(holder, signal.SIGKILL)
     holder.wait()
     code, out, err = finish(waiter)

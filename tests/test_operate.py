@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from helpers import actions, document, ensure_args, finish, run, signal_group, snapshot, start
+from helpers import actions, document, ensure_args, finish, run, signal_group, snapshot, start, wait_until
 from indexserver import IndexServer
 
 LOCK = ["--stale-after", "2", "--heartbeat", "0.4"]
@@ -74,7 +74,9 @@ def test_gc_removes_a_dead_installers_staging_and_keeps_a_live_ones(repo: Path, 
     index.wait_for_download("adaptor_d")
     signal_group(dead, signal.SIGKILL)
     dead.wait()
-    time.sleep(3)  # past the dead holder's stale threshold; the live one keeps its heartbeat
+    # Past the dead installer's stale threshold (its heartbeat stopped with it); the live one keeps beating.
+    dead_note = next(p for p in (repo / "staging").rglob("owner.json") if f".{dead.pid}." in p.parent.name)
+    wait_until(lambda: time.time() - dead_note.stat().st_mtime > 2.5, what="the dead installer's heartbeat to age")
     staging = sorted(p.name for p in (repo / "staging").glob("*/*"))
     assert len(staging) == 2
     dry = run("gc", "--repo", repo, "--older-than", "0", "--dry-run", *LOCK)
@@ -125,12 +127,13 @@ def test_locks_shows_the_holder_and_when_it_goes_stale(repo: Path, index: IndexS
     index.delays["slow_pkg"] = 8.0
     holder = start(*ensure_args(repo, index.url, "slow-pkg==1.0"))
     index.wait_for_download("slow_pkg")
-    time.sleep(0.5)
+    wait_until(lambda: any((repo / "locks").rglob("*.owner")), what="the holder's owner note")
     [lock] = json.loads(run("locks", "--repo", repo, "--json", "--stale-after", "2").stdout)["locks"]
     assert lock["held"] and lock["pid"] == holder.pid and lock["host"] == os.uname().nodename
-    assert not lock["stale"] and lock["heartbeat_age"] < 2
+    assert not lock["stale"] and lock["heartbeat_age"] is not None
     signal_group(holder, signal.SIGSTOP)
-    time.sleep(3)
+    [record] = (repo / "locks").rglob("*.lock.rw/holders/*")
+    wait_until(lambda: time.time() - record.stat().st_mtime > 2.5, what="the paused holder's heartbeat to go stale")
     [lock] = json.loads(run("locks", "--repo", repo, "--json", "--stale-after", "2").stdout)["locks"]
     assert lock["held"] and lock["stale"]
     human = run("locks", "--repo", repo, "--stale-after", "2")

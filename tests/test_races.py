@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from helpers import (
     run,
     signal_group,
     start,
+    wait_for_stderr,
     wait_until,
 )
 from indexserver import IndexServer
@@ -161,7 +161,7 @@ def test_a_waiter_ends_when_the_tree_is_published_not_when_the_lock_is_released(
     with TreeLocks(layout, LockSettings(600, 20)).hold(tid) as held:
         assert held.without is None and not held.peer_finished
         waiter = start(*ensure_args(repo, index.url, "adaptor-a==1.0", fast=False), *slow_lock, "-v")
-        time.sleep(1.0)  # the waiter sees the held lock
+        wait_for_stderr(waiter, "waiting for")  # the waiter sees the held lock
         # A --no-lock pod publishes the tree while the lock is still held by someone else.
         publisher = run(*ensure_args(repo, index.url, "adaptor-a==1.0"), "--no-lock")
         assert actions(publisher.stdout) == ["installed"], publisher.stderr
@@ -179,7 +179,7 @@ def test_sigterm_releases_the_lock_and_cleans_up_at_once(repo: Path, index: Inde
     holder = start(*ensure_args(repo, index.url, "slow-pkg==1.0", fast=False), *slow_lock)
     index.wait_for_download("slow_pkg")
     waiter = start(*ensure_args(repo, index.url, "slow-pkg==1.0", fast=False), *slow_lock, "--wait-timeout", "60")
-    time.sleep(1.0)
+    wait_for_stderr(waiter, "waiting for")
     holder.send_signal(signal.SIGTERM)  # the pod is being deleted: only the main process gets it
     code, _, err = finish(holder)
     assert code == 143, err
@@ -192,16 +192,17 @@ def test_sigterm_releases_the_lock_and_cleans_up_at_once(repo: Path, index: Inde
 
 
 def test_sigterm_stops_every_install_of_a_parallel_run(repo: Path, index: IndexServer, installer: str) -> None:
-    index.delays["slow_pkg"] = 20.0
-    index.delays["adaptor_d"] = 20.0
+    index.delays["slow_pkg"] = 120.0
+    index.delays["adaptor_d"] = 120.0
     slow_lock = ["--stale-after", "600", "--heartbeat", "1"]  # a lock left held would outlast the waiter
     both = ("slow-pkg==1.0", "adaptor-d==1.0")
     holder = start(*ensure_args(repo, index.url, *both, fast=False), *slow_lock, "--jobs", "2")
     index.wait_for_download("slow_pkg")
     index.wait_for_download("adaptor_d")
     holder.send_signal(signal.SIGTERM)
-    code, _, err = finish(holder, timeout=15)  # not the 20 s the downloads would take
+    code, _, err = finish(holder, timeout=60)
     assert code == 143, err
+    assert not index.completed  # it stopped both installs mid-download instead of waiting for them to finish
     assert [p for p in (repo / "staging").rglob("*") if p.parent.parent.name == "staging"] == []
     index.delays.clear()
     waiter = run(*ensure_args(repo, index.url, *both, fast=False), *slow_lock, "--wait-timeout", "30")

@@ -10,10 +10,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
 
@@ -58,22 +59,63 @@ def run(
     )
 
 
-def start(*args: str | Path, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
-    """A "pod": its own process group, so a test can SIGKILL or SIGSTOP it together with its pip."""
-    return subprocess.Popen(
-        [*prefix, *cli(*args)],
-        env=env or isolated_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        stdin=subprocess.DEVNULL,
-    )
+class Pod(subprocess.Popen[str]):
+    """A "pod": its own process group, so a test can SIGKILL or SIGSTOP it together with its pip. Its output is
+    read as it comes, so a test can wait for a line it logs (:func:`wait_for_stderr`) instead of sleeping."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        super().__init__(
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._readers = [
+            threading.Thread(target=_drain, args=(stream, lines), daemon=True)
+            for stream, lines in ((self.stdout, self.out), (self.stderr, self.err))
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def finish(self, timeout: float) -> tuple[int, str, str]:
+        self.wait(timeout=timeout)
+        for reader in self._readers:
+            reader.join(timeout)
+        return self.returncode, "".join(self.out), "".join(self.err)
 
 
-def finish(proc: subprocess.Popen[str], timeout: float = 180) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
+def _drain(stream: IO[str] | None, lines: list[str]) -> None:
+    assert stream is not None
+    for line in stream:
+        lines.append(line)
+
+
+def start(*args: str | Path, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> Pod:
+    return Pod([*prefix, *cli(*args)], env or isolated_env())
+
+
+def finish(proc: Pod, timeout: float = 180) -> tuple[int, str, str]:
+    return proc.finish(timeout)
+
+
+def wait_for_stderr(proc: Pod, text: str, timeout: float = 60.0) -> None:
+    """Wait until ``proc`` has written ``text`` on stderr (e.g. the "waiting for" line of a waiter)."""
+
+    def seen() -> bool:
+        if text in "".join(proc.err):
+            return True
+        if proc.poll() is not None and not any(r.is_alive() for r in proc._readers):
+            raise AssertionError(
+                f"pid {proc.pid} exited ({proc.returncode}) before saying {text!r}: {''.join(proc.err)}"
+            )
+        return False
+
+    wait_until(seen, timeout, what=f"{text!r} on the stderr of pid {proc.pid}")
 
 
 def signal_group(proc: subprocess.Popen[str], sig: signal.Signals) -> None:
@@ -125,16 +167,17 @@ def snapshot(repo: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-async def while_ticking(awaitable: Awaitable[T]) -> tuple[T, int]:
-    """Await ``awaitable`` while a task ticks every 50 ms; the tick count shows whether the loop stayed free."""
+async def while_ticking(awaitable: Awaitable[T], during: Callable[[], bool]) -> tuple[T, int]:
+    """Await ``awaitable`` while a task ticks every 10 ms; returns how many ticks came while ``during()`` was
+    true (e.g. a slow request in flight): any at all shows the loop stayed free while it was awaited."""
     ticks = 0
     done = asyncio.Event()
 
     async def ticker() -> None:
         nonlocal ticks
         while not done.is_set():
-            ticks += 1
-            await asyncio.sleep(0.05)
+            ticks += during()
+            await asyncio.sleep(0.01)
 
     task = asyncio.create_task(ticker())
     try:

@@ -39,6 +39,7 @@ class IndexServer:
         self.delays: dict[str, float] = {}  # wheel-name prefix -> seconds before the body is sent
         self.started: Counter[str] = Counter()
         self.completed: Counter[str] = Counter()
+        self.slow_in_flight = 0  # slow page answers being held back right now
         self.pages: Counter[str] = Counter()  # project -> requests for its /simple/ page
         self.page_faults: list[str] = []
         self.always: str | None = None  # a fault for every page request
@@ -124,7 +125,13 @@ class IndexServer:
                     self._send(200, bytes(range(256)) * 4, "application/octet-stream")
                     return
                 if fault == "slow":
-                    time.sleep(server.slow_seconds)
+                    with server._lock:
+                        server.slow_in_flight += 1
+                    try:
+                        time.sleep(server.slow_seconds)
+                    finally:
+                        with server._lock:
+                            server.slow_in_flight -= 1
                 files = server.files(project)
                 if not files:
                     self._send(404, b"not found\n", "text/plain")
@@ -184,6 +191,12 @@ class IndexServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def downloading(self, prefix: str) -> int:
+        """Downloads of files named ``prefix``... started and not yet finished (held back by a delay)."""
+        with self._lock:
+            started = sum(n for name, n in self.started.items() if name.startswith(prefix))
+            return started - sum(n for name, n in self.completed.items() if name.startswith(prefix))
 
     def downloads(self, prefix: str) -> int:
         with self._lock:

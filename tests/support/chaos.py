@@ -1,6 +1,6 @@
 """Chaos across "pods": many installers on two clients of one volume, some SIGKILLed, some paused past their lease.
 
-    python tests/chaos.py --rounds 30 [--pods 8] [--seed 1]      # the long run (needs root, FUSE, unshare)
+    python tests/support/chaos.py --rounds 30 [--pods 8] [--seed 1]      # the long run (needs root, FUSE, unshare)
 
 Each round starts ``pods`` processes with their own hostnames (``unshare --uts``), split over two FUSE mounts
 of one backing directory that refuse rename flags as NFS and CephFS do. Each ensures an overlapping random
@@ -33,7 +33,7 @@ from packaging.utils import canonicalize_version
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fusemount import as_pod, mounted
-from helpers import cli, isolated_env, run
+from helpers import cli, isolated_env, run, wait_until
 from indexserver import IndexServer
 from wheels import make_wheel
 
@@ -99,8 +99,41 @@ def make_wheels(directory: Path, rounds: int) -> None:
             make_wheel(directory, package, version(round_), payload=64 << 10)
 
 
-def _holding(backing_repo: Path, host: str, pid: int) -> list[str]:
+def _choose_targets(
+    backing_repo: Path, procs: list[tuple[str, subprocess.Popen[str]]], rng: random.Random
+) -> tuple[list[int], list[int]]:
+    """Once the fleet is in its installs (some pod holds a lock), at a random moment after: a third of the pods
+    still running to SIGKILL and one to pause. A pod that already finished is no target (poll() reaped it)."""
+    wait_until(
+        lambda: any(p.poll() is not None or _holding(backing_repo, h, p) for h, p in procs),
+        timeout=120,
+        what="a pod to hold a lock",
+    )
+    time.sleep(rng.uniform(0.0, 1.0))
+    alive = [i for i, (_, proc) in enumerate(procs) if proc.poll() is None]
+    victims = rng.sample(alive, min(len(alive), max(1, len(procs) // 3)))
+    rest = [i for i in alive if i not in victims]
+    return victims, rng.sample(rest, min(1, len(rest)))
+
+
+def _heartbeat_age(backing_repo: Path, host: str, pid: int | subprocess.Popen[str]) -> float:
+    """Seconds since the pod (host, pid) last refreshed any lock record of its (inf if it has none)."""
+    pid = pid if isinstance(pid, int) else pid.pid
+    mine = f"host={host}\n"
+    ages = []
+    for record in backing_repo.glob("locks/*/*/*.lock.rw/holders/*"):
+        try:
+            text = record.read_text()
+            if mine in text and f"pid={pid}\n" in text:
+                ages.append(time.time() - record.stat().st_mtime)
+        except OSError:
+            continue
+    return min(ages, default=float("inf"))
+
+
+def _holding(backing_repo: Path, host: str, pid: int | subprocess.Popen[str]) -> list[str]:
     """The trees ("name==version") whose lock the pod (host, pid) holds now, from the owner notes beside locks."""
+    pid = pid if isinstance(pid, int) else pid.pid
     held = []
     for note in backing_repo.glob("locks/*/*/*.owner"):
         try:
@@ -167,9 +200,7 @@ def run_chaos(
                 start_new_session=True,
             )
             procs.append((host, proc))
-        time.sleep(rng.uniform(1.0, 2.5))  # let them get into pip
-        victims = rng.sample(range(pods), max(1, pods // 3))
-        paused = [i for i in rng.sample(range(pods), 2) if i not in victims][:1]
+        victims, paused = _choose_targets(backing_repo, procs, rng)
         for i in victims:
             host, proc = procs[i]
             for package in _holding(backing_repo, host, proc.pid):
@@ -184,7 +215,15 @@ def run_chaos(
             os.killpg(proc.pid, signal.SIGSTOP)
             result.stopped += 1
         if paused:
-            time.sleep(STALE + 1.5)  # past the lease: peers take over
+            # Past the lease: every heartbeat record of the paused pods is older than the stale threshold, so
+            # peers that want their trees take over.
+            wait_until(
+                lambda stopped=[procs[i] for i in paused]: all(
+                    _heartbeat_age(backing_repo, h, p) > STALE + 1.0 for h, p in stopped
+                ),
+                timeout=STALE + 60,
+                what="the paused pods' leases to lapse",
+            )
             for i in paused:
                 os.killpg(procs[i][1].pid, signal.SIGCONT)
         for i, (host, proc) in enumerate(procs):
