@@ -20,7 +20,6 @@ from ._results import Action, EnsureResult, Event
 from ._store.check import in_use
 from ._store.identity import TreeId, environment_tag
 from ._store.layout import Layout, default_repo
-from ._store.lock import TreeLocks
 
 if TYPE_CHECKING:
     import asyncio
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from ._ops.lockinfo import LockInfo
     from ._ops.verify import TreeReport
     from ._options import InstallOptions
+    from ._store.lock import TreeLocks
     from ._store.manifest import TreeEntry
 
 
@@ -69,13 +69,13 @@ class Repo:
         self.jobs = jobs
         self._install_options = install
         self._on_event = on_event
-        self._locks = TreeLocks(self._layout, self.settings)
+        self._locks: TreeLocks | None = None
         #: Unpinned specs: installed trees first (no network) unless ``refresh``; then the index, as pip would.
         self._chooser = Chooser(
             self._layout, self.env, self.settings, install, refresh=refresh, pre=pre, index_ttl=index_ttl
         )
         self._flights: SingleFlight[Outcome] | None = None
-        #: Guards the lazily made single-flight table and thread pool: threads may ask for them first at once.
+        #: Guards the lazily made locks, single-flight table and thread pool: threads may ask for them first at once.
         self._lazy_guard = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         #: (event loop, tree) -> the install job tasks of that loop share.
@@ -226,10 +226,19 @@ class Repo:
         self._emit(Event("start", str(tid)))
         started = time.monotonic()
         with os_errors(self._layout.root, tid):
-            outcome = ensure_tree(self._layout, self._locks, self._install_options, requested, tid)
+            outcome = ensure_tree(self._layout, self._tree_locks(), self._install_options, requested, tid)
         self._emit(Event("done", str(tid), outcome.action, time.monotonic() - started))
         _log.logger().info("%s %s (%.1fs)", outcome.action, tid, time.monotonic() - started)
         return outcome
+
+    def _tree_locks(self) -> TreeLocks:
+        # Made on first use (the warm path takes no lock), once: it remembers which obstacles were reported.
+        with self._lazy_guard:
+            if self._locks is None:
+                from ._store.lock import TreeLocks
+
+                self._locks = TreeLocks(self._layout, self.settings)
+            return self._locks
 
     def _single_flight(self) -> SingleFlight[Outcome]:
         # Made on first use (the warm path never needs it), once: two tables would let two threads install at once.
@@ -336,7 +345,7 @@ class Repo:
         if report.ok:
             return "ok"
         with os_errors(self._layout.root, report.tid):
-            return repair_tree(self._layout, self._locks, self._install_options, report.tid, self.env)
+            return repair_tree(self._layout, self._tree_locks(), self._install_options, report.tid, self.env)
 
     def locks(self) -> list[LockInfo]:
         """Every install lock in the repo: holder, heartbeat age, stale by this repo's ``stale_after``."""
