@@ -42,12 +42,3 @@ class Event(NamedTuple):
     seconds_waited: float = 0.0
     seconds_installing: float = 0.0
 
-
-class Timing:
-    """Seconds spent waiting for the lock and installing, filled in as an install goes."""
-
-    __slots__ = ("installing", "waited")
-
-    def __init__(self) -> None:
-        self.waited = 0.0
-        self.installing = 0.0
