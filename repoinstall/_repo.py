@@ -320,7 +320,9 @@ class Repo:
             if ask_index:
                 raise NotInstalled(f"{requested.text}: not installed in {self.path}")
             raise NotInstalled(f"{requested.text}: its marker is false here, so it has no tree")
-        if not present(self._layout, tid):
+        # Not there by this client's cache: ask again as the server has it (a peer on another NFS client may have
+        # just published it).
+        if not present(self._layout, tid) and not present(self._layout, tid, fresh=True):
             raise NotInstalled(f"{tid}: not installed in {self.path}")
         return self._layout.tree_path(tid)
 
@@ -371,7 +373,7 @@ class Repo:
         from ._ops.doctor import probe
 
         self._layout.existing_fd()  # probes an existing directory; ensure is what creates a repo
-        return probe(self._layout)
+        return probe(self._layout, self.settings)
 
     def list(self) -> list[tuple[TreeEntry, str]]:
         """Every recorded tree in the repo, all environments, with its path."""

@@ -41,4 +41,3 @@ class Event(NamedTuple):
     requirement: str = ""
     seconds_waited: float = 0.0
     seconds_installing: float = 0.0
-

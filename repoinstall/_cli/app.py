@@ -283,11 +283,11 @@ def gc(
 
 
 @app.command(epilog=EXIT_CODES)
-@takes("repo", "as_json")
+@takes("repo", "as_json", "stale_after", "heartbeat")
 def doctor(*, opts: Options) -> None:
     """Probe the repo's filesystem and say what repoinstall can rely on there; exit 1 where it cannot be safe."""
     try:
-        with Repo(repo_path(opts, announce=False)) as store:
+        with Repo(repo_path(opts, announce=False), stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
             findings = store.doctor()
             root = store.path
     except RepoinstallError as error:

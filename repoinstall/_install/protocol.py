@@ -13,7 +13,7 @@ from .. import _log
 from .._errors import InstallError
 from .._options import InstallOptions
 from .._store import manifest as _manifest
-from .._store.check import State, check, in_use, present
+from .._store.check import Appeared, State, check, in_use, present
 from .._store.tree import adopt, clear_for_install
 
 if TYPE_CHECKING:
@@ -45,12 +45,13 @@ def ensure_tree(
         return Outcome("present")
     # 2. Lock, per tree: it only saves duplicate work. A peer's publish ends our wait at once (the tree is
     #    there); where no lock can be had, we go on without one, which stays correct (step 7).
-    with locks.hold(tid, ready=lambda: present(layout, tid)) as held:
+    with locks.hold(tid, ready=Appeared(layout, tid)) as held:
         if held.peer_finished:
             return Outcome("waited", held.waited)
-        # 3. Check again inside the lock: a peer may have finished while we waited. A whole tree without a
-        #    record (crash between steps 7 and 8) is re-recorded; anything broken at its path is set aside.
-        if present(layout, tid):
+        # 3. Check again inside the lock: a peer may have finished while we waited, so look as the server has
+        #    it now (an NFS client may still hold "missing" from before). A whole tree without a record (crash
+        #    between steps 7 and 8) is re-recorded; anything broken at its path is set aside.
+        if present(layout, tid, fresh=True):
             return Outcome("waited", held.waited)
         if (done := clear_for_install(layout, requested.text, tid)) is not None:
             return Outcome(done, held.waited)
@@ -63,7 +64,7 @@ def ensure_tree(
             entry = staging.verified_entry(requested.text, built)
             # 7. Publish: the rename is the commit point; it never replaces what is there. After a lost lease
             #    a peer may be publishing this very tree: if anything is at its path, theirs stands.
-            taken = held.lease_lost and check(layout, tid).state is not State.MISSING
+            taken = held.lease_lost and check(layout, tid, fresh=True).state is not State.MISSING
             published = not taken and staging.publish()
         installing = clock.now() - started
         if not published:

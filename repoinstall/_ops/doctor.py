@@ -11,6 +11,7 @@ import stat
 import time
 from typing import NamedTuple
 
+from .._options import LockSettings
 from .._store import fs as _fs
 from .._store.layout import LOCKS, Layout
 from .._store.lockformat import state_name
@@ -30,8 +31,9 @@ def _errno_name(code: int) -> str:
     return errno.errorcode.get(code, str(code))
 
 
-def probe(layout: Layout) -> list[Finding]:
-    """Run every probe in a private scratch dir inside the repo, then remove it."""
+def probe(layout: Layout, settings: LockSettings | None = None) -> list[Finding]:
+    """Run every probe in a private scratch dir inside the repo, then remove it; judge the attribute cache
+    against ``settings`` (the lock timings in use; the defaults if not given)."""
     found: list[Finding] = []
     root = layout.root
     try:
@@ -50,17 +52,35 @@ def probe(layout: Layout) -> list[Finding]:
         ]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    found.append(
-        Finding(
-            "visibility lag",
-            "not measurable from one client",
-            True,
-            "keep --stale-after well above the attribute cache time (actimeo) of every client",
-        )
-    )
+    found.append(_attribute_cache(root, settings or LockSettings()))
     found.append(_free_space(root))
     found += _ownership(layout)
     return found
+
+
+def _attribute_cache(root: str, settings: LockSettings) -> Finding:
+    """How late a holder's heartbeat can look from this client, and whether the stale threshold covers it."""
+    from .mounts import heartbeat_lag, mount_of, safe_stale_after
+
+    lag = heartbeat_lag(mount_of(root))
+    if lag is None:
+        return Finding(
+            "attribute cache",
+            "unknown filesystem",
+            True,
+            "keep --stale-after well above the attribute cache time of every client",
+        )
+    needed = safe_stale_after(settings.heartbeat, lag)
+    if settings.stale_after >= needed:
+        return Finding("attribute cache", lag.description, True)
+    remedy = ", or mount with close-to-open (drop nocto)" if "nocto" in lag.description else ""
+    return Finding(
+        "attribute cache",
+        lag.description,
+        False,
+        f"--stale-after {settings.stale_after:g} could take over a live holder: use --stale-after {needed:g} or more "
+        f"(with --heartbeat {settings.heartbeat:g}){remedy}",
+    )
 
 
 def _exclusive(scratch: str) -> Finding:

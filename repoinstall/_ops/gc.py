@@ -167,7 +167,10 @@ class Collector:
                     self.found.append(Removal("trash", path, "set aside earlier", False))
                     continue
                 done = _walk.remove(trash, name)
-                self.found.append(Removal("trash", path, "set aside earlier" if done else "could not delete all", done))
+                reason = "set aside earlier" if done else "could not delete all"
+                if done and (busy := _walk.still_open(trash, name)):
+                    reason += f"; {busy} file(s) still open on this NFS client stay as .nfs* until closed"
+                self.found.append(Removal("trash", path, reason, done))
 
     def staging(self) -> None:
         with self._dir((STAGING,)) as staging:

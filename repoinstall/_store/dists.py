@@ -144,6 +144,8 @@ def check_tree(tree: int | str, dists: list[Dist], *, extra: bool = True) -> Rec
                 changed.append(f"{entry.path}/ (nested deeper than {_walk.MAX_DEPTH} levels)")
             elif is_bytecode(entry.path) and entry.kind == _walk.FILE:
                 bytecode.append(entry.path)
+            elif entry.kind == _walk.FILE and _walk.silly_renamed(entry.name):
+                continue  # a file removed while still open on this NFS client: gone at its last close
             else:
                 found_extra.append(entry.path)
     # RECORD lists itself without a hash; a recorded path the walk never reached (under a symlink, say) is missing.

@@ -10,11 +10,16 @@ import contextlib
 import errno
 import os
 import stat
+import struct
 from collections.abc import Sequence
+from typing import Any
 
 from .._errors import RepoUnusable
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: A directory opened only to look names up below it (no listing): on NFS this costs no GETATTR, where an open
+#: for reading revalidates the directory (close-to-open). A symlink fails with ENOTDIR, as with DIR_FLAGS.
+LOOKUP_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: O_NONBLOCK: opening a FIFO planted where a file belongs returns at once instead of waiting for a writer.
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 #: What an open reports when a component is missing, is a symlink (ELOOP), or is a file where a directory is due.
@@ -24,13 +29,79 @@ DIR_MODE = 0o2775
 FILE_MODE = 0o664
 
 
-def open_dir(dir_fd: int, parts: Sequence[str]) -> int | None:
-    """Open the directory ``parts`` below ``dir_fd`` without following symlinks; ``None`` if it is not there."""
+def revalidate(dir_fd: int) -> None:
+    """Make this client see the directory as the server has it now, entries peers made or removed included.
+
+    On NFS the client caches a directory's entries (a name looked up and not found stays "not there") until the
+    directory's attributes expire, up to ``acdirmax`` (60 s). Opening a directory revalidates its attributes
+    (close-to-open), and a changed directory drops those cached entries: one GETATTR. Elsewhere: one cheap open.
+    """
+    with contextlib.suppress(OSError):
+        os.close(os.open(".", DIR_FLAGS, dir_fd=dir_fd))
+
+
+_AT_SYMLINK_NOFOLLOW = 0x100
+_AT_STATX_FORCE_SYNC = 0x2000
+_STATX_MTIME = 0x40
+_statx: Any = None
+
+
+def fresh_mtime_ns(dir_fd: int, name: str) -> int | None:
+    """The mtime of ``name`` (not followed if a symlink) as the server has it now, ``None`` if it is not there.
+
+    ``statx`` with AT_STATX_FORCE_SYNC makes an NFS client ask the server (one GETATTR) instead of answering from
+    its attribute cache; without statx in libc, an open (close-to-open revalidates) and fstat do it instead."""
+    global _statx
+    if _statx is None:
+        import ctypes
+
+        _statx = getattr(ctypes.CDLL(None, use_errno=True), "statx", False)
+    if _statx is False:
+        try:
+            fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+        except OSError:
+            return None
+        try:
+            return os.fstat(fd).st_mtime_ns
+        finally:
+            os.close(fd)
+    import ctypes
+
+    buffer = ctypes.create_string_buffer(256)  # struct statx
+    flags = _AT_SYMLINK_NOFOLLOW | _AT_STATX_FORCE_SYNC
+    if _statx(dir_fd, os.fsencode(name), flags, _STATX_MTIME, buffer) != 0:
+        return None
+    seconds, nanoseconds = struct.unpack_from("<qI", buffer, 112)  # stx_mtime
+    return int(seconds) * 1_000_000_000 + int(nanoseconds)
+
+
+class DirWatch:
+    """A directory as a waiter last saw it: :meth:`changed` revalidates it and says whether its entries may have
+    changed since the previous call (its mtime or ctime moved). A look that finds nothing new costs one GETATTR
+    on NFS, however many names the waiter cares about in it."""
+
+    def __init__(self) -> None:
+        self._seen: tuple[int, int, int] | None = None
+
+    def changed(self, dir_fd: int, *, revalidated: bool = False) -> bool:
+        """``revalidated``: ``dir_fd`` was just opened (which revalidated it already)."""
+        if not revalidated:
+            revalidate(dir_fd)
+        info = os.fstat(dir_fd)
+        seen = (info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+        changed, self._seen = seen != self._seen, seen
+        return changed
+
+
+def open_dir(dir_fd: int, parts: Sequence[str], *, lookup_only: bool = False) -> int | None:
+    """Open the directory ``parts`` below ``dir_fd`` without following symlinks; ``None`` if it is not there.
+    ``lookup_only``: for opening names below it, not for listing it (see LOOKUP_FLAGS)."""
+    flags = LOOKUP_FLAGS if lookup_only else DIR_FLAGS
     fd = dir_fd
     try:
         for part in parts:
             try:
-                nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
+                nxt = os.open(part, flags, dir_fd=fd)
             except OSError as error:
                 if error.errno in _ABSENT:
                     return None
@@ -45,9 +116,11 @@ def open_dir(dir_fd: int, parts: Sequence[str]) -> int | None:
         raise
 
 
-def read_file(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22) -> bytes | None:
-    """Read the regular file ``parts`` below ``dir_fd``; ``None`` if it is missing, a symlink or not a file."""
-    parent = dir_fd if len(parts) == 1 else open_dir(dir_fd, parts[:-1])
+def read_file(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22, *, lookup_only: bool = False) -> bytes | None:
+    """Read the regular file ``parts`` below ``dir_fd``; ``None`` if it is missing, a symlink or not a file.
+    ``lookup_only``: the directories on the way are only looked up (see LOOKUP_FLAGS); the file's own open
+    still revalidates it on NFS."""
+    parent = dir_fd if len(parts) == 1 else open_dir(dir_fd, parts[:-1], lookup_only=lookup_only)
     if parent is None:
         return None
     try:

@@ -123,15 +123,20 @@ class Layout:
             raise RepoUnusable(f"repo {self.root} is not writable by uid {os.getuid()}")
         return fd
 
-    def env_fd(self, kind: str, env: str) -> int | None:
+    def env_fd(self, kind: str, env: str, *, fresh: bool = False) -> int | None:
         """The open ``<kind>/<env>`` directory (trees or records), cached once it exists: they are never removed,
-        so the warm check opens only what is below them."""
+        so the warm check opens only what is below them. ``fresh``: as the server has it now, for a look that
+        must see what peers on other NFS clients did (see :func:`fs.revalidate`)."""
         fd = self._env_fds.get((kind, env))
         if fd is not None:
+            if fresh:
+                _fs.revalidate(fd)
             return fd
         root = self.root_fd()
         if root is None:
             return None
+        if fresh:
+            _fs.revalidate(root)  # a peer may have made <kind>/ since this client last looked
         with self._guard:
             if (fd := self._env_fds.get((kind, env))) is None and (fd := _fs.open_dir(root, (kind, env))) is not None:
                 self._env_fds[(kind, env)] = fd

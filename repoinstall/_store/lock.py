@@ -16,6 +16,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import stat
 import threading
 import time
@@ -36,9 +37,18 @@ if TYPE_CHECKING:
     from .identity import TreeId
     from .layout import Layout
 
-#: A waiter looks at the holder's note (and, with a ``ready`` check, at the tree: a few opens) every _LOOK
-#: seconds, and tries the lock, a few writes on the volume, only now and then: see wait_and_take.
-_LOOK = 0.1
+#: A waiter looks (is the holder's note still there?) first after _LOOK_FIRST seconds, then at intervals that grow
+#: by _LOOK_GROWTH up to _LOOK_MAX, each shortened by up to a quarter at random so a fleet that started together
+#: spreads out. A look is one or two metadata operations on NFS: a fleet of waiters costs the server about one op
+#: per pod per second, and each notices a publish (or a release) within _LOOK_MAX.
+_LOOK_FIRST, _LOOK_GROWTH, _LOOK_MAX = 0.1, 1.5, 2.5
+#: Every this many looks, a waiter also looks at the tree itself (a pod without the lock may have published it).
+_TREE_EVERY = 8
+#: A holder touches its owner note this many times a heartbeat, and a waiter reads the touch as often: while the
+#: note's mtime moves the holder is alive, and the waiter leaves filelock's lock alone (an attempt reads the
+#: lock's log: dozens of metadata operations on NFS). Once the mtime has not moved for two touches, the waiter
+#: tries the lock once a quarter heartbeat, so filelock sees a dead holder's record from then on.
+_BEATS = 4
 #: The shortest gap between two attempts on the lock while no holder's note is seen.
 _RETRY = 0.25
 
@@ -71,6 +81,8 @@ class Contender(Protocol):
 
     def note_seen(self) -> bool: ...
 
+    def note_beat(self) -> int | None: ...
+
     def holder(self) -> str: ...
 
 
@@ -81,40 +93,61 @@ def wait_and_take(
     ready: Callable[[], bool] | None = None,
     clock: Clock = SYSTEM_CLOCK,
     announce: bool = True,
+    jitter: Callable[[], float] = random.random,
 ) -> bool:
     """Take the lock, waiting up to the wait timeout: ``True`` once taken, ``False`` if ``ready()`` came true while
     waiting (a peer finished: the lock is not taken); :class:`LockTimeout` after the wait timeout.
 
-    The lock is tried at once unless a holder's note is there. While it is, the waiter only looks at the note
-    (and the tree), and tries the lock after half a heartbeat and then every quarter heartbeat (to see a dead
-    holder's record go stale), or at once when the note goes (the holder released). So a dead holder is taken
-    over within the stale threshold plus one heartbeat of its death, a finished peer's tree ends the wait
-    within _LOOK, and waiters neither read the lock's log every poll nor queue for the lock after the
-    publish. The lock only saves duplicate work: the rename is the commit point.
+    The lock is tried at once unless a holder's note is there. While it is, the waiter looks at the note, backing
+    off to one look every _LOOK_MAX seconds (one metadata operation on NFS), and reads the note's mtime _BEATS
+    times a heartbeat: while the holder keeps touching it, the waiter does not try the lock; once the touches stop
+    for two beats (a dead or paused holder, or one of a version that does not touch), it tries the lock every
+    _BEATS-th of a heartbeat until filelock has seen the holder's record unchanged for the stale threshold. It
+    tries at once when the note goes (the holder released: published, or failed), and looks at the tree
+    (``ready``) then and every _TREE_EVERY looks. So a dead holder is taken over within the stale threshold plus
+    about one heartbeat of its death, a finished peer's tree ends the wait within about _LOOK_MAX, and a fleet of
+    waiters costs the server under one metadata operation per pod per second. The lock only saves duplicate
+    work: the rename is the commit point.
     """
     started = clock.now()
     deadline = started + settings.wait_timeout
-    quarter = settings.heartbeat / 4
+    beat_every = settings.heartbeat / _BEATS
     # A note means a live holder (or a dead one, which takes the stale threshold anyway): no attempt yet.
-    defer = settings.wait_timeout > 2 * quarter and lock.note_seen()
-    next_try = started + 2 * quarter if defer else started
-    last_try = -math.inf
+    defer = settings.wait_timeout > beat_every and lock.note_seen()
+    next_try = math.inf if defer else started
+    beat, beat_moved, next_beat = lock.note_beat() if defer else None, started, started + beat_every
+    interval = _LOOK_FIRST
+    looks = 0
+    last_try = -_RETRY
     logged = False
     while True:
-        now = clock.now()
-        if now >= next_try or (now - last_try >= _RETRY and not lock.note_seen()):
+        if clock.now() >= next_try:
             if lock.attempt():
                 return True
             last_try = clock.now()
-            next_try = last_try + quarter
+            suspect = lock.note_seen() and clock.now() - beat_moved > 2 * beat_every
+            next_try = last_try + (beat_every if suspect else math.inf if lock.note_seen() else max(_RETRY, interval))
         if not logged and announce:
             _log.logger().info("waiting for %s: %s", lock.path, lock.holder())
             logged = True
         if clock.now() >= deadline:
             raise LockTimeout(f"gave up after {settings.wait_timeout:g}s waiting for {lock.path}: {lock.holder()}")
-        clock.sleep(max(0.0, min(_LOOK, deadline - clock.now())))
-        if ready is not None and ready():
+        clock.sleep(max(0.0, min(interval * (1 - jitter() / 4), next_beat - clock.now(), deadline - clock.now())))
+        interval = min(_LOOK_MAX, interval * _LOOK_GROWTH)
+        looks += 1
+        released = not lock.note_seen()
+        if ready is not None and (released or looks % _TREE_EVERY == 0) and ready():
             return False
+        if released:
+            next_try = min(next_try, max(clock.now(), last_try + _RETRY))
+        if clock.now() >= next_beat:
+            next_beat = clock.now() + beat_every
+            if released:
+                pass
+            elif (seen := lock.note_beat()) != beat:
+                beat, beat_moved = seen, clock.now()
+            elif clock.now() - beat_moved > 2 * beat_every:
+                next_try = min(next_try, clock.now())  # the touches stopped: let filelock judge the holder
 
 
 class _Unreadable(Exception):
@@ -136,6 +169,10 @@ class FileTreeLock:
         self._settings = settings
         self.path = os.path.join(directory, lock_name(leaf))
         self._soft: SoftReadWriteLock | None = None
+        self._watch = _fs.DirWatch()
+        self._note: bool | None = None
+        self._stop_touching = threading.Event()
+        self._toucher: threading.Thread | None = None
 
     @property
     def _lock(self) -> SoftReadWriteLock:
@@ -190,7 +227,20 @@ class FileTreeLock:
             _fs.write_atomic(self._dir_fd, self._owner_name, json.dumps(note).encode())
         except OSError:
             pass  # the note tells humans who holds it and waiters when it goes; the lock itself is held
+        self._toucher = threading.Thread(target=self._touching, name=f"touch {self.path}", daemon=True)
+        self._toucher.start()
         return True
+
+    def _touching(self) -> None:
+        # The note's mtime says "alive" to waiters for the price of one small read a beat (see wait_and_take);
+        # filelock's own heartbeat stays what decides a takeover.
+        while not self._stop_touching.wait(self._settings.heartbeat / _BEATS) and not self.lost.is_set():
+            with contextlib.suppress(OSError):
+                os.utime(self._owner_name, dir_fd=self._dir_fd, follow_symlinks=False)
+
+    def note_beat(self) -> int | None:
+        """The note's mtime as the server has it now (one GETATTR on NFS), ``None`` if there is no note."""
+        return _fs.fresh_mtime_ns(self._dir_fd, self._owner_name)
 
     def attempt(self) -> bool:
         """One acquire that never waits: whether we hold the lock now."""
@@ -211,12 +261,15 @@ class FileTreeLock:
         return True
 
     def note_seen(self) -> bool:
-        """Whether a holder's owner note is there (a holder writes it once it has the lock, removes it on release)."""
-        try:
-            os.stat(self._owner_name, dir_fd=self._dir_fd, follow_symlinks=False)
-        except OSError:
-            return False
-        return True
+        """Whether a holder's owner note is there (a holder writes it once it has the lock, removes it on release),
+        as the server says now: on NFS one GETATTR of the lock directory, and a LOOKUP only once it changed."""
+        if self._watch.changed(self._dir_fd) or self._note is None:
+            try:
+                os.stat(self._owner_name, dir_fd=self._dir_fd, follow_symlinks=False)
+                self._note = True
+            except OSError:
+                self._note = False
+        return self._note
 
     def try_take(self) -> bool | None:
         """One attempt that never waits: ``True`` if taken, ``False`` if a peer holds it, ``None`` if this
@@ -231,6 +284,9 @@ class FileTreeLock:
 
         from filelock import SoftFileLockProtocolError
 
+        self._stop_touching.set()
+        if self._toucher is not None:
+            self._toucher.join()
         if not self.lost.is_set():  # after a loss the note may already be the new holder's
             with contextlib.suppress(OSError):
                 _fs.unlink(self._dir_fd, self._owner_name)
@@ -247,6 +303,9 @@ class FileTreeLock:
 
     def close(self) -> None:
         """Give up the lock object without releasing (after an attempt that did not take it)."""
+        self._stop_touching.set()
+        if self._toucher is not None:
+            self._toucher.join()
         if self._soft is not None:
             self._soft.close()
             self._soft = None

@@ -86,13 +86,13 @@ def _same_version(record: TreeEntry, tid: TreeId) -> bool:
         return False
 
 
-def read(layout: Layout, tid: TreeId) -> TreeEntry | None:
-    fd = layout.env_fd(RECORDS, tid.env)
+def read(layout: Layout, tid: TreeId, *, fresh: bool = False) -> TreeEntry | None:
+    fd = layout.env_fd(RECORDS, tid.env, fresh=fresh)
     if fd is None:
         return None
     # "<name>" and "<leaf>.json" opened one at a time without following a symlink: a planted records/<env>/<name>
     # link reads as "no record", so it can neither mislead the check nor lead a write (mark_used) outside.
-    data = _fs.read_file(fd, (tid.name, tid.leaf + RECORD_SUFFIX))
+    data = _fs.read_file(fd, (tid.name, tid.leaf + RECORD_SUFFIX), lookup_only=not fresh)
     return None if data is None else parse(data, tid)
 
 
@@ -129,7 +129,7 @@ def mark_used(layout: Layout, tid: TreeId, now: float) -> None:
     if records is None:
         return
     # The record's directory opened without following a symlink, so the note is never written outside the repo.
-    fd = _fs.open_dir(records, (tid.name,))
+    fd = _fs.open_dir(records, (tid.name,), lookup_only=True)
     if fd is None:
         return
     name = tid.leaf + USED_SUFFIX

@@ -50,7 +50,7 @@ def clear_for_install(layout: Layout, requirement: str, tid: TreeId) -> Action |
     """Under the tree's lock, before installing. A whole tree without a record (a crash between publish and
     record) is re-recorded from its RECORD hashes, no installer needed: "repaired" ("waited" if a peer recorded
     it meanwhile). Anything else at the tree's path is set aside, so the publish finds it free: ``None``."""
-    status = check(layout, tid)
+    status = check(layout, tid, fresh=True)
     if status.state is State.UNRECORDED:
         assert status.dist_info is not None
         if record_existing(layout, requirement, tid, status.dist_info):
@@ -66,9 +66,9 @@ def clear_for_install(layout: Layout, requirement: str, tid: TreeId) -> Action |
 def adopt(layout: Layout, requirement: str, tid: TreeId) -> bool:
     """Whether the tree a peer published first (our publish found its path taken) is whole: recorded by us if
     the peer has not yet, and then used as if ours."""
-    status = check(layout, tid)
+    status = check(layout, tid, fresh=True)
     if status.state is State.UNRECORDED:
         assert status.dist_info is not None
         record_existing(layout, requirement, tid, status.dist_info)
-        status = check(layout, tid)
+        status = check(layout, tid, fresh=True)
     return status.state is State.PRESENT

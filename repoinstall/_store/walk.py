@@ -28,6 +28,13 @@ _GONE = frozenset({errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.ESTALE})
 FILE, DIR, LINK, OTHER = "file", "dir", "link", "other"
 
 
+def silly_renamed(name: str) -> bool:
+    """Whether ``name`` is an NFS client's silly-rename (``.nfs`` and hex): a file this client removed while a
+    process here still had it open. The client deletes it at the last close; until then it is expected, not
+    corruption, and it cannot be removed (EBUSY)."""
+    return name.startswith(".nfs") and len(name) > 12 and all(c in "0123456789abcdef" for c in name[4:])
+
+
 class Entry(NamedTuple):
     """One entry found by :func:`walk`. ``dir_fd`` (its directory) is valid only until the next entry."""
 
@@ -109,7 +116,8 @@ def remove(parent_fd: int, name: str) -> bool:
     complete = True
     while victims:
         complete = _remove_one(parent_fd, victims.pop(), victims) and complete
-    return complete
+    # Files still open on this NFS client stay, silly-renamed, until their last close: that is all that is left.
+    return complete or (still_open(parent_fd, name) > 0 and _only_silly_renamed(parent_fd, name))
 
 
 def _remove_one(parent_fd: int, name: str, victims: list[str]) -> bool:
@@ -174,6 +182,31 @@ def _unlink(dir_fd: int, name: str) -> bool:
         os.unlink(name, dir_fd=dir_fd)
     except FileNotFoundError:
         pass
+    except OSError as error:
+        # A silly-renamed file still open on this NFS client: the client deletes it at its last close.
+        return error.errno == errno.EBUSY and silly_renamed(name)
+    return True
+
+
+def _only_silly_renamed(parent_fd: int, name: str) -> bool:
+    """Whether all that is left below the directory ``name`` is silly-renamed files (and the dirs holding them)."""
+    try:
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     except OSError:
         return False
-    return True
+    try:
+        return all(entry.kind == FILE and silly_renamed(entry.name) for entry in walk(fd))
+    finally:
+        os.close(fd)
+
+
+def still_open(parent_fd: int, name: str) -> int:
+    """How many silly-renamed files keep the directory ``name`` (removed as far as it can be) in place."""
+    try:
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    except OSError:
+        return 0
+    try:
+        return sum(1 for entry in walk(fd) if silly_renamed(entry.name))
+    finally:
+        os.close(fd)

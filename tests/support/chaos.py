@@ -164,10 +164,13 @@ def run_chaos(
     pods: int,
     seed: int,
     say: Callable[[str], None] = print,
+    backing: Path | None = None,
 ) -> ChaosResult:
+    """``mounts``: client views of one directory (each holds ``repo``); ``backing``: that repo on the server's own
+    disk (default: ``work/backing/repo``, the FUSE passthrough's)."""
     rng = random.Random(seed)
     result = ChaosResult(rounds=rounds, pods=rounds * pods)
-    backing_repo = work / "backing" / "repo"
+    backing_repo = backing or work / "backing" / "repo"
     env = isolated_env()
     for number in range(rounds):
         procs = []
