@@ -60,3 +60,18 @@ def test_gc_race_benchmark_runs_and_gc_takes_only_dead_staging_dirs() -> None:
     figures = dict(zip(header, row, strict=True))
     assert figures["failed"] == figures["trees not ok"] == figures["deleted outside"] == "0", done.stdout
     assert figures["staging removed"] == figures["killed"] == "8", done.stdout
+
+
+def test_nfs_benchmark_counts_operations_on_kernel_nfs() -> None:
+    import os
+
+    import pytest
+
+    uml = Path(os.environ.get("UML_DIR", "/var/tmp/repoinstall-uml"))
+    if os.geteuid() != 0 or not (uml / "ready").exists():
+        if os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1":
+            pytest.fail(f"the NFS benchmark is required here but {uml} is not prepared")
+        pytest.skip(f"needs root and a prepared {uml} (tests/support/uml/setup.sh)")
+    done = bench("nfsops.py")  # it boots the guest; it exits non-zero if a waiter failed
+    assert "NFS ops per waiting pod per second:" in done.stdout, done.stdout
+    assert "publish to waiter done (s):" in done.stdout and "warm ensure of 10 packages again:" in done.stdout
