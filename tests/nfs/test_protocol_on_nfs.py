@@ -11,7 +11,7 @@ from pathlib import Path
 
 from chaos import PACKAGES, make_wheels, run_chaos
 from fusemount import as_pod
-from helpers import actions, document, finish, import_version, run, signal_group, start, wait_for_stderr
+from helpers import actions, document, finish, import_version, run, signal_group, start, wait_for_stderr, wait_until
 from indexserver import IndexServer
 from nfsrepo import Nfs
 
@@ -64,6 +64,9 @@ def test_a_sigkilled_holder_on_one_client_is_taken_over_from_the_other(
     killed = time.monotonic()
     signal_group(holder, signal.SIGKILL)
     holder.wait()
+    # The waiter's staging dir appears on the server's disk as soon as it holds the lock.
+    wait_until(lambda: any((nfs.backing / "staging").rglob("slow-pkg-1.pod-b.*")), timeout=120, what="takeover")
+    locked = time.monotonic() - killed
     index.wait_for_download("slow_pkg", count=2, timeout=120)  # the waiter took over and its installer began
     taken = time.monotonic() - killed
     code, out, err = finish(waiter, timeout=600)
@@ -72,7 +75,8 @@ def test_a_sigkilled_holder_on_one_client_is_taken_over_from_the_other(
     assert actions(out) == ["installed"]
     report(
         f"takeover after SIGKILL, holder on NFSv4.2, waiter on NFSv3 (stale {STALE:g} s, heartbeat "
-        f"{HEARTBEAT:g} s): the waiter's download began {taken:.1f} s after the kill, its tree was published "
+        f"{HEARTBEAT:g} s): the waiter held the lock {locked:.1f} s after the kill, its download began "
+        f"{taken:.1f} s after it, its tree was published "
         f"{took:.1f} s after it (download held {install:g} s)"
     )
     tree = Path(document(out)["packages"][0]["path"])
