@@ -5,6 +5,12 @@ The public API is :class:`Repo`, its result and event types, and the exceptions;
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+#: The installed version; pyproject.toml's ``version`` says the same (a test checks). A literal: reading the
+#: distribution's metadata would cost the warm path an importlib.metadata import.
+__version__ = "0.1.0"
+
 from ._errors import (
     ActivationConflict,
     InstallError,
@@ -22,21 +28,53 @@ from ._options import InstallOptions, LockSettings
 from ._repo import Repo
 from ._results import EnsureResult, Event
 
+if TYPE_CHECKING:
+    from ._ops.doctor import Finding
+    from ._ops.gc import Removal
+    from ._ops.lockinfo import LockInfo
+    from ._ops.verify import TreeReport
+    from ._store.manifest import TreeEntry
+
+#: What verify, gc, locks, doctor and list return: importable from here, loaded on first use (the warm path never
+#: needs them).
+_LAZY = {
+    "Finding": "._ops.doctor",
+    "LockInfo": "._ops.lockinfo",
+    "Removal": "._ops.gc",
+    "TreeEntry": "._store.manifest",
+    "TreeReport": "._ops.verify",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "ActivationConflict",
     "EnsureResult",
     "Event",
+    "Finding",
     "InstallError",
     "InstallOptions",
     "InvalidInput",
     "InvalidRequirement",
     "IsolatedCallError",
+    "LockInfo",
     "LockSettings",
     "LockTimeout",
     "NotInstalled",
+    "Removal",
     "Repo",
     "RepoUnusable",
     "RepoinstallError",
     "RequirementsFileError",
     "ResolutionError",
+    "TreeEntry",
+    "TreeReport",
+    "__version__",
 ]

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import logging
 
-#: (quiet, verbose, the handler to log with) as the command line asked; ``None`` when used as a library (the
-#: host app configures logging).
-_cli_settings: tuple[bool, bool, Callable[[], logging.Handler]] | None = None
+#: (how many -q, how many -v, the handler to log with) as the command line asked; ``None`` when used as a
+#: library (the host app configures logging).
+_cli_settings: tuple[int, int, Callable[[], logging.Handler]] | None = None
 
 
-def configure_cli(*, quiet: bool, verbose: bool, handler: Callable[[], logging.Handler] | None = None) -> None:
+def configure_cli(*, quiet: int, verbose: int, handler: Callable[[], logging.Handler] | None = None) -> None:
     """Log to stderr as ``repoinstall: message`` once the first message is logged, through ``handler()`` if
     given (the command line's own, which clears its progress line first)."""
     global _cli_settings
@@ -36,6 +36,9 @@ def logger() -> logging.Logger:
         handler = make_handler()
         handler.setFormatter(logging.Formatter("repoinstall: %(message)s"))
         log.addHandler(handler)
-        log.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+        # As pip: -q warnings, -qq errors only; -v (or more) everything, the installer's command and output too.
+        log.setLevel(
+            logging.ERROR if quiet > 1 else logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+        )
         log.propagate = False
     return log

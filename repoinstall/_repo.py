@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from . import _log
 from ._choose import Choice, Chooser
@@ -118,9 +118,19 @@ class Repo:
         requested = _parsed(requested)
         return self._ensure(requested, self.resolve(requested))
 
+    @overload
+    def ensure_all(
+        self, specs: Iterable[Requested | str], *, return_exceptions: Literal[False] = False
+    ) -> list[EnsureResult]: ...
+
+    @overload
+    def ensure_all(
+        self, specs: Iterable[Requested | str], *, return_exceptions: Literal[True]
+    ) -> list[EnsureResult | RepoinstallError]: ...
+
     def ensure_all(
         self, specs: Iterable[Requested | str], *, return_exceptions: bool = False
-    ) -> list[EnsureResult | RepoinstallError]:
+    ) -> list[EnsureResult] | list[EnsureResult | RepoinstallError]:
         """Ensure several requirements, different trees in parallel (``jobs`` at a time), results in order.
 
         Every spec is parsed and resolved before anything is installed, so bad input writes nothing.
@@ -160,9 +170,19 @@ class Repo:
         requested = _parsed(requested)
         return await self._aensure(requested, _raise((await self._chooser.achoose([requested]))[0]))
 
+    @overload
+    async def aensure_all(
+        self, specs: Iterable[Requested | str], *, return_exceptions: Literal[False] = False
+    ) -> list[EnsureResult]: ...
+
+    @overload
+    async def aensure_all(
+        self, specs: Iterable[Requested | str], *, return_exceptions: Literal[True]
+    ) -> list[EnsureResult | RepoinstallError]: ...
+
     async def aensure_all(
         self, specs: Iterable[Requested | str], *, return_exceptions: bool = False
-    ) -> list[EnsureResult | RepoinstallError]:
+    ) -> list[EnsureResult] | list[EnsureResult | RepoinstallError]:
         """:meth:`ensure_all` for asyncio: resolved together, then installed concurrently (``jobs`` threads)."""
         import asyncio
 

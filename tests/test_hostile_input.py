@@ -60,8 +60,11 @@ def _command_lines() -> dict[int, str]:
 class _Watcher(threading.Thread):
     """Reads every process's command line (and an installer's environment) until stopped."""
 
-    def __init__(self) -> None:
+    def __init__(self, repo: Path, server: str) -> None:
         super().__init__(daemon=True)
+        # Only this test's processes: other suites on this machine run installers and quote the secret too.
+        self.repo = str(repo)
+        self.server = server
         self.leaks: list[str] = []
         self.installer_env: list[str] = []
         self.stop = threading.Event()
@@ -69,9 +72,9 @@ class _Watcher(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             for pid, line in _command_lines().items():
-                if SECRET in line:
+                if SECRET in line and (self.repo in line or self.server in line):
                     self.leaks.append(line)
-                if "--target" in line and not self.installer_env:
+                if "--target" in line and self.repo in line and not self.installer_env:
                     try:
                         self.installer_env.append(Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace"))
                     except OSError:
@@ -96,7 +99,7 @@ def test_index_credentials_never_appear_on_a_command_line(
         "with Repo(sys.argv[1], install=options) as repo:\n"
         "    print(repo.ensure('adaptor-a==1.0').action)\n"
     )
-    watcher = _Watcher()
+    watcher = _Watcher(repo, index.url.split("//", 1)[1].split("/", 1)[0])
     watcher.start()
     try:
         if how.endswith("PIP_INDEX_URL"):

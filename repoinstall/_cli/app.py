@@ -5,8 +5,9 @@ No ``from __future__ import annotations`` here: typer would then eval every anno
 
 import json
 import os
+import re
 import sys
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -32,7 +33,27 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},  # -h on every command, as pip and uv have
 )
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from .. import __version__
+
+        typer.echo(f"repoinstall {__version__} (Python {sys.version.split()[0]})")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Install Python packages once into a repo directory shared by many pods."""
+
 
 SpecsArg = Annotated[
     list[str] | None, typer.Argument(metavar="[SPEC]...", help="PEP 508 requirements.", show_default=False)
@@ -58,10 +79,28 @@ def _configure_log(opts: Options) -> None:
     _log.configure_cli(quiet=opts.quiet, verbose=opts.verbose, handler=_log_handler)
 
 
+#: The layout version of every --json document (its "schema" field): bumped when a field changes meaning or goes.
+JSON_SCHEMA = 1
+#: Whether this run's command was asked for --json: then an error is a JSON document on stdout too.
+_json_output = False
+
+
+def _use_json(opts: Options) -> None:
+    global _json_output
+    _json_output = opts.as_json
+
+
+def _print_json(document: dict[str, Any]) -> None:
+    typer.echo(json.dumps({"schema": JSON_SCHEMA, **document}, indent=2))
+
+
 def _fail(error: RepoinstallError | str, code: int | None = None) -> NoReturn:
     message = str(error)
+    exit_code = code if code is not None else getattr(error, "exit_code", 1)
+    if _json_output:
+        _print_json({"error": message, "exit_code": exit_code})
     typer.echo(f"repoinstall: error: {message}", err=True)
-    raise typer.Exit(code if code is not None else getattr(error, "exit_code", 1))
+    raise typer.Exit(exit_code)
 
 
 def _ensure_cli(
@@ -103,8 +142,9 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
     if none matches (or with --refresh) is the index asked, as pip would ask it (pip.conf, PIP_INDEX_URL,
     --index-url, ~/.netrc).
     """
+    _use_json(opts)
     _configure_log(opts)
-    wanted, root, env, outcomes = _ensure_cli(specs, requirement, opts, opts.quiet or opts.as_json)
+    wanted, root, env, outcomes = _ensure_cli(specs, requirement, opts, bool(opts.quiet) or opts.as_json)
     results = [o for o in outcomes if isinstance(o, EnsureResult)]
     errors = [(w, o) for w, o in zip(wanted, outcomes, strict=True) if isinstance(o, RepoinstallError)]
     if opts.as_json:
@@ -118,13 +158,14 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
         }
         if errors:
             document["errors"] = [{"requirement": w.text, "error": str(e), "exit_code": e.exit_code} for w, e in errors]
-        typer.echo(json.dumps(document, indent=2))
+        _print_json(document)
     elif not opts.quiet:
         for result in results:
             if result.action == "skipped":
                 typer.echo(f"skipped    {result.requirement} (marker is false)")
             else:
-                typer.echo(f"{result.action:<10} {result.name}=={result.version}  {result.path}")
+                extras = f"[{','.join(result.extras)}]" if result.extras else ""
+                typer.echo(f"{result.action:<10} {result.name}{extras}=={result.version}  {result.path}")
     for _, failure in errors:
         typer.echo(f"repoinstall: error: {failure}", err=True)
     if errors:
@@ -136,10 +177,7 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
 _run_command: list[str] = []
 
 
-@app.command(
-    epilog="Exit: the command's own code once it runs; 126/127 if it cannot be run; else as for ensure.",
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+@app.command(epilog="Exit: the command's own code once it runs; 126/127 if it cannot be run; else as for ensure.")
 @takes("repo", "quiet", "verbose", *LOCKING, *INSTALLING, *RESOLVING)
 def run(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Ensure SPECs, then run COMMAND (given after --) with their trees first on PYTHONPATH.
@@ -178,6 +216,7 @@ def verify(
     opts: Options,
 ) -> None:
     """Check trees file by file against their RECORD hashes and manifest records; exit 1 if any is wrong."""
+    _use_json(opts)
     _configure_log(opts)
     from .._requirements import parse_spec
 
@@ -200,7 +239,7 @@ def verify(
         _fail(error)
     if opts.as_json:
         document = {"repo": root, "trees": [r.as_dict() for r in reports], "repaired": repaired}
-        typer.echo(json.dumps(document, indent=2))
+        _print_json(document)
     elif not opts.quiet:
         for report in reports:
             detail = report.problems.summary() if report.problems else "; ".join(report.notes)
@@ -219,6 +258,7 @@ def verify(
 @takes("repo", "as_json", "stale_after")
 def locks(*, opts: Options) -> None:
     """Every install lock: holder host and pid, seconds since its last heartbeat, stale or not."""
+    _use_json(opts)
     try:
         with Repo(
             repo_path(opts, announce=False), stale_after=opts.stale_after, heartbeat=opts.stale_after / 4
@@ -229,7 +269,7 @@ def locks(*, opts: Options) -> None:
         _fail(error)
     if opts.as_json:
         document = {"repo": root, "stale_after": opts.stale_after, "locks": [i.as_dict() for i in found]}
-        typer.echo(json.dumps(document, indent=2))
+        _print_json(document)
         return
     for info in found:
         if not info.held:
@@ -257,6 +297,7 @@ def gc(
     opts: Options,
 ) -> None:
     """Remove crashed installers' staging dirs, lock debris, set-aside trees and, on request, unused trees."""
+    _use_json(opts)
     _configure_log(opts)
     from .._options import parse_duration
 
@@ -273,7 +314,7 @@ def gc(
     except RepoinstallError as error:
         _fail(error)
     if opts.as_json:
-        typer.echo(json.dumps({"repo": root, "dry_run": dry_run, "removed": [r.as_dict() for r in removed]}, indent=2))
+        _print_json({"repo": root, "dry_run": dry_run, "removed": [r.as_dict() for r in removed]})
     elif not opts.quiet:
         for item in removed:
             verb = "removed" if item.done else "would remove" if dry_run else "kept"
@@ -286,6 +327,7 @@ def gc(
 @takes("repo", "as_json", "stale_after", "heartbeat")
 def doctor(*, opts: Options) -> None:
     """Probe the repo's filesystem and say what repoinstall can rely on there; exit 1 where it cannot be safe."""
+    _use_json(opts)
     try:
         with Repo(repo_path(opts, announce=False), stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
             findings = store.doctor()
@@ -293,7 +335,7 @@ def doctor(*, opts: Options) -> None:
     except RepoinstallError as error:
         _fail(error)
     if opts.as_json:
-        typer.echo(json.dumps({"repo": root, "findings": [f.as_dict() for f in findings]}, indent=2))
+        _print_json({"repo": root, "findings": [f.as_dict() for f in findings]})
     else:
         for finding in findings:
             mark = "ok  " if finding.ok else "FAIL"
@@ -326,6 +368,7 @@ def path(
 @takes("repo", "as_json")
 def list_(*, opts: Options) -> None:
     """List every installed tree in the repo (all environments)."""
+    _use_json(opts)
     try:
         with Repo(repo_path(opts, announce=False)) as store:
             records = store.list()
@@ -340,12 +383,13 @@ def list_(*, opts: Options) -> None:
             "env": record.env,
             "installed_at": record.installed_at,
             "installer": record.installer,
+            "installer_version": record.installer_version,
             "path": tree,
         }
         for record, tree in records
     ]
     if opts.as_json:
-        typer.echo(json.dumps({"repo": root, "trees": rows}, indent=2))
+        _print_json({"repo": root, "trees": rows})
         return
     for row in rows:
         extras = f"[{','.join(row['extras'])}]" if row["extras"] else ""
@@ -388,10 +432,13 @@ def main() -> None:
             sys.exit(0)
         context = getattr(error, "ctx", None)
         where = f" (see {context.command_path} --help)" if context is not None else ""
+        code = getattr(error, "exit_code", 2)
+        if "--json" in args:  # a usage error of a --json run is a JSON document on stdout too
+            _print_json({"error": f"{message}{where}", "exit_code": code})
         typer.echo(f"repoinstall: error: {message}{where}", err=True)
-        sys.exit(getattr(error, "exit_code", 2))
+        sys.exit(code)
     except Exception as error:  # the last net: a bug is one line (its traceback with -v)
-        _internal_error(error, verbose=any(a in ("-v", "--verbose") for a in args))
+        _internal_error(error, verbose=any(a == "--verbose" or re.fullmatch(r"-v+", a) for a in args))
     sys.exit(code if isinstance(code, int) else 0)
 
 

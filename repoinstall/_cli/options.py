@@ -26,8 +26,8 @@ class Options(NamedTuple):
 
     repo: str | None = None
     as_json: bool = False
-    quiet: bool = False
-    verbose: bool = False
+    quiet: int = 0
+    verbose: int = 0
     no_lock: bool = False
     stale_after: float = STALE_AFTER
     heartbeat: float = HEARTBEAT
@@ -83,8 +83,13 @@ DECLARED: dict[str, Any] = {
         typer.Option("--repo", envvar="REPOINSTALL_REPO", help="Repo directory (default: a per-user data directory)."),
     ],
     "as_json": Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")],
-    "quiet": Annotated[bool, typer.Option("-q", "--quiet", help="Only print errors.")],
-    "verbose": Annotated[bool, typer.Option("-v", "--verbose", help="Print debugging detail.")],
+    "quiet": Annotated[
+        int, typer.Option("-q", "--quiet", count=True, help="Print less: -q warnings and errors, -qq errors only.")
+    ],
+    "verbose": Annotated[
+        int,
+        typer.Option("-v", "--verbose", count=True, help="Print more: the installer's command line and output."),
+    ],
     "no_lock": Annotated[
         bool,
         typer.Option(

@@ -82,7 +82,14 @@ def stop_all() -> None:
 
 
 def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installer: str) -> None:
-    """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure."""
+    """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure.
+    With ``-v``, its command line and its whole output are logged (credentials in URLs hidden)."""
+    import shlex
+
+    from ... import _log
+    from ..._urls import redact_all
+
+    _log.logger().debug("%s: running %s", what, redact_all(shlex.join(cmd)))
     try:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
@@ -107,8 +114,9 @@ def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installe
     finally:
         with _running_guard:
             _running.discard(proc)
+    output = output_bytes.decode("utf-8", "replace")
+    _log.logger().debug("%s: %s said:\n%s", what, installer, redact_all(output.rstrip()))
     if proc.returncode != 0:
-        output = output_bytes.decode("utf-8", "replace")
         lines = [line for line in output.splitlines() if line.strip()]
         tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
         if "No space left on device" in output:

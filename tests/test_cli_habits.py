@@ -1,0 +1,44 @@
+"""What pip and uv users expect of the command line: -v shows the installer's command line and output, -q and
+-v repeat, and nothing else is said with -qq."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers import actions, ensure_args, run
+from indexserver import IndexServer
+
+
+def test_verbose_shows_the_installers_command_line_and_output(repo: Path, index: IndexServer) -> None:
+    done = run(*ensure_args(repo, index.url, "adaptor-a==1.0"), "-vv")
+    assert done.returncode == 0, done.stderr
+    assert actions(done.stdout) == ["installed"]
+    running = [line for line in done.stderr.splitlines() if ": running " in line]
+    assert running and " install --target " in running[0] and running[0].endswith("adaptor-a==1.0"), done.stderr
+    assert "adaptor-a==1.0: pip said:" in done.stderr or "adaptor-a==1.0: uv said:" in done.stderr, done.stderr
+
+
+def test_quiet_repeats_and_says_nothing_on_success(repo: Path, index: IndexServer) -> None:
+    args = [a for a in ensure_args(repo, index.url, "adaptor-a==1.0") if a != "--json"]
+    done = run(*args, "-qq")
+    assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done
+    again = run(*args, "-q", "-q")
+    assert again.returncode == 0 and again.stdout == "" and again.stderr == "", again
+
+
+def test_json_documents_carry_a_schema_and_errors_are_json_too(repo: Path, index: IndexServer) -> None:
+    import json
+
+    done = run(*ensure_args(repo, index.url, "adaptor-a[fast]==1.0"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["schema"] == 1
+    listed = json.loads(run("list", "--repo", repo, "--json").stdout)
+    assert listed["schema"] == 1 and listed["trees"][0]["installer_version"], listed
+    human = run(*[a for a in ensure_args(repo, index.url, "adaptor-a[fast]==1.0") if a != "--json"])
+    assert human.stdout.startswith("present    adaptor-a[fast]==1.0  "), human.stdout
+    for bad in (["not a spec!!"], ["--no-such-option"]):
+        failed = run("ensure", *bad, "--repo", repo, "--json")
+        assert failed.returncode == 2, failed
+        document = json.loads(failed.stdout)
+        assert document["schema"] == 1 and document["exit_code"] == 2 and document["error"], document
+        assert failed.stderr.startswith("repoinstall: error: ")

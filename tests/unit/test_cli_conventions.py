@@ -1,0 +1,41 @@
+"""Command-line conventions users of pip and uv expect: --version, -h on every command; the version is one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import typer.main
+
+import repoinstall
+from repoinstall._cli.app import app
+
+ROOT = Path(__file__).parents[2]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "repoinstall", *args], capture_output=True, text=True, check=False)
+
+
+def test_version_is_the_packages() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert repoinstall.__version__ == project["version"]
+    for flag in ("--version", "-V"):
+        done = _cli(flag)
+        assert done.returncode == 0 and done.stdout.startswith(f"repoinstall {repoinstall.__version__} "), done
+
+
+def test_every_command_takes_dash_h() -> None:
+    commands = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    assert {"ensure", "run", "verify", "gc", "locks", "doctor", "path", "list"} <= set(commands)
+    for command in commands:
+        done = _cli(command, "-h")
+        assert done.returncode == 0 and done.stdout.startswith(f"Usage: repoinstall {command} "), (command, done)
+
+
+def test_the_license_ships() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT" and "MIT License" in (ROOT / "LICENSE").read_text()
+    assert "Typing :: Typed" in project["classifiers"]
