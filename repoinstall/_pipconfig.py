@@ -39,6 +39,10 @@ class IndexConfig(NamedTuple):
     retries: int
     cert: str | None
     trusted_hosts: tuple[str, ...]
+    #: pip's ``proxy`` (``scheme://[user:passwd@]proxy.server:port``) and ``client-cert`` (a PEM file with the
+    #: private key and the certificate): resolution goes out the way the installers do.
+    proxy: str | None = None
+    client_cert: str | None = None
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -68,6 +72,8 @@ def index_config(options: InstallOptions | None, *, pre: bool = False) -> IndexC
         retries=int(_number(pip.get("retries"), PIP_RETRIES, positive=False)),
         cert=pip.get("cert") or None,
         trusted_hosts=tuple(pip.get("trusted-host", "").split()),
+        proxy=pip.get("proxy") or None,
+        client_cert=pip.get("client-cert") or None,
     )
 
 

@@ -247,8 +247,10 @@ class Repo:
         started = time.monotonic()
         with os_errors(self._layout.root, tid):
             outcome = ensure_tree(self._layout, self._tree_locks(), self._install_options, requested, tid)
-        self._emit(Event("done", str(tid), outcome.action, time.monotonic() - started))
-        _log.logger().info("%s %s (%.1fs)", outcome.action, tid, time.monotonic() - started)
+        seconds = time.monotonic() - started
+        self._emit(Event("done", str(tid), outcome.action, seconds))
+        size = f", {outcome.size / 1e6:.1f} MB" if outcome.size else ""
+        _log.logger().info("%s %s (%.1fs%s)", outcome.action, tid, seconds, size)
         return outcome
 
     def _tree_locks(self) -> TreeLocks:

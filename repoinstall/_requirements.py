@@ -197,8 +197,17 @@ def read_requirements_file(path: str, _seen: tuple[str, ...] = ()) -> list[Reque
     return found
 
 
+#: pip's environment variables in requirements files: ``${NAME}``, uppercase letters, digits and underscores only.
+_ENV_VAR = re.compile(r"\$\{([A-Z0-9_]+)\}")
+
+
+def _expand(line: str) -> str:
+    """``${VAR}`` replaced by its value, as pip does; an unset one is left as written."""
+    return _ENV_VAR.sub(lambda found: os.environ.get(found.group(1), found.group(0)), line)
+
+
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    # pip's order: join continuations, then drop comments (a '#' at the start or after whitespace).
+    # pip's order: join continuations, drop comments (a '#' at the start or after whitespace), expand ${VAR}.
     pending: list[str] = []
     start = 0
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -208,12 +217,12 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
             pending.append(raw[:-1])
             continue
         pending.append(raw)
-        joined = re.sub(r"(^|\s)#.*$", "", "".join(pending)).strip()
+        joined = _expand(re.sub(r"(^|\s)#.*$", "", "".join(pending)).strip())
         pending = []
         if joined:
             yield start, joined
     if pending:
-        joined = re.sub(r"(^|\s)#.*$", "", "".join(pending)).strip()
+        joined = _expand(re.sub(r"(^|\s)#.*$", "", "".join(pending)).strip())
         if joined:
             yield start, joined
 

@@ -42,3 +42,24 @@ def test_json_documents_carry_a_schema_and_errors_are_json_too(repo: Path, index
         document = json.loads(failed.stdout)
         assert document["schema"] == 1 and document["exit_code"] == 2 and document["error"], document
         assert failed.stderr.startswith("repoinstall: error: ")
+
+
+def test_run_finds_a_trees_console_script_and_runs_it_with_this_interpreter(repo: Path, tmp_path: Path) -> None:
+    from wheels import make_wheel
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, "tool-pkg", "1.0", scripts={"tool-say": "tool_pkg:main"})
+    server = IndexServer(wheels).start()
+    try:
+        args = ["--repo", str(repo), "--no-index", "--find-links", server.url]
+        done = run("run", "tool-pkg==1.0", *args, "--", "tool-say")
+        assert done.returncode == 0 and done.stdout == "tool-pkg 1.0\n", done
+        # As if the tree had been installed by another image's Python: its shebang names a missing interpreter.
+        script = next(repo.rglob("tool-pkg/1/bin/tool-say"))
+        lines = script.read_text().splitlines(keepends=True)
+        script.write_text("#!/nonexistent/bin/python3.11\n" + "".join(lines[1:]))
+        again = run("run", "tool-pkg==1.0", *args, "--", "tool-say")
+        assert again.returncode == 0 and again.stdout == "tool-pkg 1.0\n", again
+    finally:
+        server.stop()

@@ -25,7 +25,6 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "repo": {"mountPath": "/opt/repo", "subPath": "python"},
         "persistence": {"create": False, "existingClaim": "shared-nfs"},
         "index": {
-            "url": "https://pypi.example/simple",
             "extraUrls": ["https://mirror.example/simple"],
             "existingSecret": "index-credentials",
             "secretKey": "url",
@@ -87,12 +86,11 @@ def test_init_container_command_mounts_and_security() -> None:
     worker = of_kind(documents, "Deployment")[0]["spec"]["template"]["spec"]
     (init,) = worker["initContainers"]
     assert init["args"][:5] == ["ensure", "--requirement", "/etc/repoinstall/requirements.txt", "--repo", "/opt/repo"]
-    assert init["args"][5:] == [
-        "--index-url", "https://pypi.example/simple", "--extra-index-url", "https://mirror.example/simple",
-    ]  # fmt: skip
+    assert init["args"][5:] == ["--extra-index-url", "https://mirror.example/simple"]
+    assert init["command"] == ["repoinstall"]  # not left to the image's ENTRYPOINT: the workers' image has none
     mounts = {m["name"]: m for m in init["volumeMounts"]}
-    assert mounts["repo"] == {"name": "repo", "mountPath": "/opt/repo", "subPath": "python"}
-    assert mounts["requirements"]["readOnly"] and mounts["netrc"]["readOnly"]
+    assert mounts["repoinstall-repo"] == {"name": "repoinstall-repo", "mountPath": "/opt/repo", "subPath": "python"}
+    assert mounts["repoinstall-requirements"]["readOnly"] and mounts["repoinstall-netrc"]["readOnly"]
     env = {e["name"]: e for e in init["env"]}
     assert env["REPOINSTALL_STALE_AFTER"]["value"] == "300" and env["REPOINSTALL_HEARTBEAT"]["value"] == "30"
     assert env["REPOINSTALL_NO_LOCK"]["value"] == "0" and env["REPOINSTALL_REFRESH"]["value"] == "1"
@@ -102,11 +100,11 @@ def test_init_container_command_mounts_and_security() -> None:
     assert worker["securityContext"]["runAsNonRoot"] is True and worker["securityContext"]["fsGroup"] == 10001
     assert worker["nodeSelector"] == {"kubernetes.io/arch": "amd64"} and worker["tolerations"][0]["key"] == "dedicated"
     (container,) = worker["containers"]
-    assert {"name": "repo", "mountPath": "/opt/repo", "readOnly": True, "subPath": "python"} in container[
-        "volumeMounts"
-    ]
+    repo_mount = {"name": "repoinstall-repo", "mountPath": "/opt/repo", "readOnly": True, "subPath": "python"}
+    assert repo_mount in container["volumeMounts"]
     volumes = {v["name"]: v for v in worker["volumes"]}
-    assert volumes["repo"]["persistentVolumeClaim"]["claimName"] == "shared-nfs"
+    assert volumes["repoinstall-repo"]["persistentVolumeClaim"]["claimName"] == "shared-nfs"
+    assert {"tmp", "repoinstall-tmp"} <= set(volumes)  # the workload's own tmp volume and ours do not clash
     assert not of_kind(documents, "PersistentVolumeClaim")  # an existing claim is used, none created
     single = render(VALUE_SETS["single node"])
     assert not of_kind(single, "Job")
@@ -162,6 +160,9 @@ def test_credentials_come_from_a_secret_and_never_from_a_configmap() -> None:
         {"repo": {"mountPath": "relative/path"}},
         {"prewarm": {"backoffLimit": -1}},
         {"frobnicate": True},
+        {"index": {"url": "https://pypi.example/simple", "existingSecret": "creds"}},  # the Secret would be ignored
+        {"persistence": {"create": False}},  # no claim to mount at all
+        {"command": []},
     ],
     ids=lambda v: str(v)[:40],
 )
@@ -171,3 +172,14 @@ def test_schema_rejects_invalid_values(values: dict[str, Any]) -> None:
         chart.validate_schema(values)
     with pytest.raises(helm.HelmError):
         chart.render(values, name="rel", namespace="workers", is_install=True)
+
+
+def test_the_chart_works_as_a_subchart_and_takes_a_command() -> None:
+    chart = helm.Chart.load(CHART)
+    chart.validate_schema({"enabled": False})  # condition: repoinstall.enabled in a parent chart
+    chart.validate_schema({"persistence": {"create": False, "existingClaim": "shared"}})
+    documents = render(
+        {"requirements": ["adaptor==1.4"], "command": ["/opt/venv/bin/repoinstall"], "prewarm": {"enabled": True}}
+    )
+    (job,) = of_kind(documents, "Job")
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["/opt/venv/bin/repoinstall"]

@@ -218,6 +218,30 @@ def test_server_errors_are_retried_then_succeed(repo: Path, fixture_index: Index
     assert fixture_index.pages["demo-pkg"] == 3
 
 
+def test_a_429_is_retried_after_the_servers_retry_after(repo: Path, fixture_index: IndexServer) -> None:
+    fixture_index.pages.clear()
+    fixture_index.page_faults = ["429"]  # "Retry-After: 1"
+    code, doc, err = ensure(repo, fixture_index.simple, "demo-pkg", "-v")
+    assert code == 0 and versions(doc) == ["2.0"], err
+    assert "HTTP 429; retrying in 1.0s" in err, err
+    assert fixture_index.pages["demo-pkg"] == 2
+
+
+def test_resolution_goes_through_pips_proxy_as_the_installer_does(repo: Path, fixture_index: IndexServer) -> None:
+    from proxy import Proxy
+
+    proxy = Proxy().start()
+    try:
+        code, doc, err = ensure(repo, fixture_index.simple, "demo-pkg<2", env=isolated_env(PIP_PROXY=proxy.url))
+    finally:
+        proxy.stop()
+    assert code == 0 and versions(doc) == ["1.5"], err
+    resolved = [url for agent, url in proxy.seen if agent.startswith("repoinstall")]
+    installed = [url for agent, url in proxy.seen if agent.startswith("pip/")]
+    assert resolved and resolved[0].endswith("/simple/demo-pkg/"), proxy.seen  # we asked through the proxy
+    assert any(url.endswith(".whl") for url in installed), proxy.seen  # and so did pip
+
+
 def test_retries_are_bounded(repo: Path, fixture_index: IndexServer) -> None:
     fixture_index.pages.clear()
     fixture_index.always = "500"

@@ -194,12 +194,36 @@ def run(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) ->
     trees = [o.path for o in outcomes if isinstance(o, EnsureResult) and o.path is not None]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*trees, *filter(None, [env.get("PYTHONPATH")])])
+    # The trees' console scripts come first on PATH, as a venv's would.
+    bins = [os.path.join(tree, "bin") for tree in trees if os.path.isdir(os.path.join(tree, "bin"))]
+    env["PATH"] = os.pathsep.join([*bins, *filter(None, [env.get("PATH")])])
+    command = _run_command
+    if (script := _tree_script(command[0], bins)) is not None:
+        # Its shebang names the interpreter that installed the tree, maybe of another image: run it with ours.
+        command = [sys.executable, script, *command[1:]]
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execvpe(_run_command[0], _run_command, env)  # the command's exit code becomes ours
+        os.execvpe(command[0], command, env)  # the command's exit code becomes ours
     except OSError as error:
         _fail(f"cannot run {_run_command[0]}: {error.strerror}", 127 if isinstance(error, FileNotFoundError) else 126)
+
+
+def _tree_script(name: str, bins: list[str]) -> str | None:
+    """The Python script ``name`` in one of the trees' ``bin`` dirs (the first that has it), else ``None``."""
+    if os.sep in name:
+        return None
+    for directory in bins:
+        path = os.path.join(directory, name)
+        try:
+            with open(path, "rb") as script:
+                head = script.read(512)
+        except OSError:
+            continue
+        # pip's and uv's scripts: "#!/path/to/python", or "#!/bin/sh" with an exec of python for long paths.
+        if head.startswith(b"#!") and b"python" in head:
+            return path
+    return None
 
 
 @app.command(epilog=EXIT_CODES)

@@ -54,10 +54,32 @@ class Reply(NamedTuple):
     error: str | None = None
     #: Whether a retry may get another answer (a broken connection may; an oversized answer will not).
     transient: bool = True
+    #: Seconds the server asked us to wait before asking again (``Retry-After`` of a 429 or 503), if it did.
+    retry_after: float | None = None
 
 
 Step = Get | Pause
 Plan = Generator[Step, "Reply | None", T]
+
+
+#: The longest Retry-After honoured: a server asking for more gets asked again after this many seconds.
+RETRY_AFTER_MAX = 60.0
+
+
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delay-seconds or an HTTP date), ``None`` if absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
 
 
 def backoff(attempt: int) -> float:
@@ -91,8 +113,10 @@ def get(
         if attempt == retries:
             tries = "1 attempt" if retries == 0 else f"{retries + 1} attempts"
             raise ResolutionError(f"{what}: {problem} ({tries})")
-        _log.logger().info("%s: %s; retrying", what, problem)
-        yield Pause(backoff(attempt))
+        # Retry-After (a 429 or 503 saying when to come back) is honoured, up to RETRY_AFTER_MAX.
+        pause = backoff(attempt) if reply.retry_after is None else min(reply.retry_after, RETRY_AFTER_MAX)
+        _log.logger().info("%s: %s; retrying in %.1fs", what, problem, pause)
+        yield Pause(pause)
         attempt += 1
 
 
@@ -170,12 +194,14 @@ class _Body:
         return Reply(self._step.url, error=f"answer larger than {self._step.limit} bytes", transient=False)
 
     def reply(self, response: httpx.Response) -> Reply:
+        waits = response.status_code in (429, 503)
         return Reply(
             self._step.url,
             response.status_code,
             response.headers.get("content-type", ""),
             bytes(self._data),
             response.headers.get("content-range", ""),
+            retry_after=retry_after(response.headers.get("retry-after")) if waits else None,
         )
 
 
@@ -246,8 +272,10 @@ def client_settings(config: IndexConfig, *, asynchronous: bool = False) -> dict[
     import httpx
 
     verify: ssl.SSLContext | bool = True
-    if config.cert:
+    if config.cert or config.client_cert:
         verify = ssl.create_default_context(cafile=config.cert)
+        if config.client_cert:  # pip's client-cert: one PEM file with the certificate and its private key
+            verify.load_cert_chain(config.client_cert)
     # pip's trusted-host: that host's TLS certificate is not checked (and plain http to it is fine anyway).
     transport = httpx.AsyncHTTPTransport if asynchronous else httpx.HTTPTransport
     mounts = {f"all://{host}": transport(verify=False) for host in config.trusted_hosts}
@@ -258,5 +286,7 @@ def client_settings(config: IndexConfig, *, asynchronous: bool = False) -> dict[
         "auth": make_auth(config.index_urls + config.find_links),
         "follow_redirects": True,
         "headers": {"User-Agent": _USER_AGENT},
-        "trust_env": True,
+        "trust_env": True,  # HTTPS_PROXY, NO_PROXY ... as pip honours them
+        # pip's proxy setting (pip.conf or PIP_PROXY) takes precedence over the environment, as in pip.
+        **({"proxy": config.proxy} if config.proxy else {}),
     }

@@ -30,6 +30,8 @@ class Outcome(NamedTuple):
     action: Action
     waited: float = 0.0
     installing: float = 0.0
+    #: Bytes in the installed tree (0 unless this call installed it).
+    size: int = 0
 
 
 def ensure_tree(
@@ -56,12 +58,14 @@ def ensure_tree(
         if (done := clear_for_install(layout, requested.text, tid)) is not None:
             return Outcome(done, held.waited)
         started = clock.now()
+        _log.logger().info("installing %s", tid)
         # 4. Stage: a private dir under staging/ whose heartbeat keeps gc off it; nobody reads it.
         with Staging(layout, tid, locks.settings.heartbeat) as staging:
             # 5. Install: the installer writes only into the staging dir (its TMPDIR too).
             built = install(options or InstallOptions(), staging.target, requested, tid.pin, staging.tmp, str(tid))
             # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash.
             entry = staging.verified_entry(requested.text, built)
+            size = staging.size()
             # 7. Publish: the rename is the commit point; it never replaces what is there. After a lost lease
             #    a peer may be publishing this very tree: if anything is at its path, theirs stands.
             taken = held.lease_lost and check(layout, tid, fresh=True).state is not State.MISSING
@@ -76,4 +80,4 @@ def ensure_tree(
         # 8. Record, after the commit point: a crash before this write leaves an unrecorded tree, which
         #    step 3 of the next ensure re-records from its RECORD hashes, without an installer.
         _manifest.write(layout, tid, entry)
-        return Outcome("installed", held.waited, installing)
+        return Outcome("installed", held.waited, installing, size)

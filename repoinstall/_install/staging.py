@@ -159,6 +159,21 @@ class Staging:
             os.close(tree)
         return TreeEntry.new(tid, requirement, own[0].dist_info, dists, *built)
 
+    def size(self) -> int:
+        """Bytes in the staged tree's regular files (for the log line that says an install ended)."""
+        from .._store import walk
+
+        tree = self.tree_fd()
+        try:
+            total = 0
+            for entry in walk.walk(tree):
+                if entry.kind == walk.FILE:
+                    with contextlib.suppress(OSError):
+                        total += os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False).st_size
+            return total
+        finally:
+            os.close(tree)
+
     def publish(self) -> bool:
         """Rename the staged tree to its final path: ``True`` if ours is published, ``False`` if a tree is there.
 

@@ -51,6 +51,8 @@ _TREE_EVERY = 8
 _BEATS = 4
 #: The shortest gap between two attempts on the lock while no holder's note is seen.
 _RETRY = 0.25
+#: A waiter says it still waits this often (what ``kubectl logs`` shows of a pod waiting on a peer's install).
+_SAY_EVERY = 30.0
 
 
 class Clock(Protocol):
@@ -119,7 +121,7 @@ def wait_and_take(
     interval = _LOOK_FIRST
     looks = 0
     last_try = -_RETRY
-    logged = False
+    logged, said = False, started
     while True:
         if clock.now() >= next_try:
             if lock.attempt():
@@ -127,9 +129,13 @@ def wait_and_take(
             last_try = clock.now()
             suspect = lock.note_seen() and clock.now() - beat_moved > 2 * beat_every
             next_try = last_try + (beat_every if suspect else math.inf if lock.note_seen() else max(_RETRY, interval))
-        if not logged and announce:
+        if announce and not logged:
             _log.logger().info("waiting for %s: %s", lock.path, lock.holder())
-            logged = True
+            logged, said = True, clock.now()
+        elif announce and clock.now() - said >= _SAY_EVERY:
+            waited = clock.now() - started
+            _log.logger().info("still waiting for %s after %.0fs: %s", lock.path, waited, lock.holder())
+            said = clock.now()
         if clock.now() >= deadline:
             raise LockTimeout(f"gave up after {settings.wait_timeout:g}s waiting for {lock.path}: {lock.holder()}")
         clock.sleep(max(0.0, min(interval * (1 - jitter() / 4), next_beat - clock.now(), deadline - clock.now())))

@@ -115,6 +115,9 @@ class IndexServer:
                     if not (self.headers.get("User-Agent") or "").startswith("pip/"):
                         server.pages[project] += 1
                     fault = server.page_faults.pop(0) if server.page_faults else server.always
+                if fault == "429":  # too many requests: come back in one second
+                    self._send(429, b"slow down\n", "text/plain", **{"Retry-After": "1"})
+                    return
                 if fault == "500":
                     self._send(500, b"internal error\n", "text/plain")
                     return

@@ -25,6 +25,7 @@ def make_wheel(
     requires_python: str | None = None,
     tag: str = "py3-none-any",
     modules: int = 0,
+    scripts: dict[str, str] | None = None,
 ) -> Path:
     """Write ``{name}-{version}-{tag}.whl`` with module ``{name}`` (dashes as underscores) and, for benchmarks,
     ``modules`` more submodules of about 3 KB of real code each (something to unpack and compile)."""
@@ -40,10 +41,14 @@ def make_wheel(
     files = {
         f"{module}/__init__.py": (
             f'VERSION = "{version}"\nNAME = "{name}"\n\n\ndef version(*args):\n    return VERSION, list(args)\n'
+            + ("\n\ndef main():\n    print(NAME, VERSION)\n" if scripts else "")
         ).encode(),
         f"{dist_info}/METADATA": ("\n".join(metadata) + "\n\n").encode(),
         f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
     }
+    if scripts:  # console scripts: name -> "module:function"
+        lines = "".join(f"{script} = {target}\n" for script, target in scripts.items())
+        files[f"{dist_info}/entry_points.txt"] = f"[console_scripts]\n{lines}".encode()
     for index in range(modules):
         functions = "".join(
             f"\n\ndef step_{index}_{n}(values, scale={n}):\n"

@@ -151,3 +151,16 @@ def test_a_zero_wait_timeout_tries_once() -> None:
     with pytest.raises(LockTimeout):
         wait(lock, SETTINGS._replace(wait_timeout=0.0))
     assert lock.attempts == [1000.0]
+
+
+def test_a_waiter_says_it_still_waits_every_thirty_seconds(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    clock = FakeClock()
+    lock = FakeLock(clock, free_at=1095.0, heartbeat=20.0)
+    with caplog.at_level(logging.INFO, "repoinstall"):
+        assert wait_and_take(lock, DEFAULTS, clock=clock, jitter=lambda: 0.5) is True
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == f"waiting for {lock.path}: held by pod-a pid 7 for 3s"
+    still = [line for line in lines if line.startswith("still waiting for")]
+    assert len(still) == 3 and "after 30s" in still[0] and "after 90s" in still[-1], lines

@@ -112,3 +112,16 @@ def test_plain_fast_path_equals_the_full_parser(spec: str) -> None:
 @pytest.mark.parametrize("spec", ["a==1.*", "a==1; python_version>'3'", "a===1.0", "a>=1", "a==1,!=2"])
 def test_everything_else_takes_the_full_parser(spec: str) -> None:
     assert parse_spec(spec).requirement is not None
+
+
+def test_environment_variables_expand_as_pip_expands_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ADAPTOR_VERSION", "1.4")
+    monkeypatch.setenv("lower_case", "2.0")
+    monkeypatch.delenv("NOT_SET", raising=False)
+    path = tmp_path / "req.txt"
+    path.write_text("adaptor-a==${ADAPTOR_VERSION}  # pinned by the deployment\n")
+    assert [r.text for r in read_requirements_file(str(path))] == ["adaptor-a==1.4"]
+    for unexpanded in ("adaptor-b==$ADAPTOR_VERSION", "adaptor-c==${lower_case}", "adaptor-d==${NOT_SET}"):
+        path.write_text(unexpanded + "\n")  # left as written, as pip leaves it: then not a valid spec
+        with pytest.raises(InvalidRequirement):
+            read_requirements_file(str(path))

@@ -103,18 +103,18 @@ here: they come from a Secret through the environment (PIP_INDEX_URL, NETRC).
 {{- end }}
 
 {{- define "repoinstall.mounts" -}}
-- name: repo
+- name: repoinstall-repo
   mountPath: {{ include "repoinstall.repoPath" . }}
   {{- with .Values.repo.subPath }}
   subPath: {{ . }}
   {{- end }}
-- name: requirements
+- name: repoinstall-requirements
   mountPath: /etc/repoinstall
   readOnly: true
-- name: tmp
+- name: repoinstall-tmp
   mountPath: /tmp
 {{- if .Values.index.netrcSecret }}
-- name: netrc
+- name: repoinstall-netrc
   mountPath: /etc/repoinstall/netrc
   readOnly: true
 {{- end }}
@@ -137,6 +137,8 @@ It ensures the requirements (a no-op, in milliseconds, once they are installed) 
 - name: repoinstall
   image: {{ include "repoinstall.image" . }}
   imagePullPolicy: {{ .Values.image.pullPolicy }}
+  {{- /* The command is set, not left to the image's ENTRYPOINT: the workers' own image may be used. */}}
+  command: {{ toJson .Values.command }}
   args:
     {{- include "repoinstall.ensureArgs" . | nindent 4 }}
   env:
@@ -157,16 +159,16 @@ It ensures the requirements (a no-op, in milliseconds, once they are installed) 
 PUBLIC: the volumes the init container (and the workload's repo mount) need.
 */}}
 {{- define "repoinstall.volumes" -}}
-- name: repo
+- name: repoinstall-repo
   persistentVolumeClaim:
     claimName: {{ include "repoinstall.claimName" . }}
-- name: requirements
+- name: repoinstall-requirements
   configMap:
     name: {{ include "repoinstall.configName" . }}
-- name: tmp
+- name: repoinstall-tmp
   emptyDir: {}
 {{- if .Values.index.netrcSecret }}
-- name: netrc
+- name: repoinstall-netrc
   secret:
     secretName: {{ .Values.index.netrcSecret }}
     defaultMode: 0400
@@ -177,7 +179,7 @@ PUBLIC: the volumes the init container (and the workload's repo mount) need.
 PUBLIC: the repo mount for the workload's own containers (read-only: workers only import).
 */}}
 {{- define "repoinstall.repoMount" -}}
-- name: repo
+- name: repoinstall-repo
   mountPath: {{ include "repoinstall.repoPath" . }}
   readOnly: true
   {{- with .Values.repo.subPath }}
