@@ -58,7 +58,6 @@ def ensure_tree(
         if (done := clear_for_install(layout, requested.text, tid)) is not None:
             return Outcome(done, held.waited)
         started = clock.now()
-        _log.logger().info("installing %s", tid)
         # 4. Stage: a private dir under staging/ whose heartbeat keeps gc off it; nobody reads it.
         with Staging(layout, tid, locks.settings.heartbeat) as staging:
             # 5. Install: the installer writes only into the staging dir (its TMPDIR too).

@@ -169,6 +169,27 @@ def make_dirs(dir_fd: int, parts: Sequence[str], where: str) -> int:
         raise
 
 
+def check_dirs(dir_fd: int, parts: Sequence[str], where: str) -> None:
+    """Refuse, as :func:`make_dirs` would, a symlink or file where a directory of ``parts`` belongs; create
+    nothing (what is missing is fine)."""
+    fd = os.dup(dir_fd)
+    try:
+        for index, part in enumerate(parts):
+            try:
+                nxt = os.open(part, LOOKUP_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                return
+            except OSError as error:
+                if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                    shown = os.path.join(where, *parts[: index + 1])
+                    raise RepoUnusable(f"{shown} is not a directory (a symlink or file is in the way)") from None
+                raise
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
+
+
 def read_json(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22) -> dict[str, object] | None:
     """The JSON object in the regular file ``parts`` (as :func:`read_file` finds it); ``None`` if it is missing
     or not one JSON object."""

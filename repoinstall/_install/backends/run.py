@@ -89,6 +89,8 @@ def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installe
     from ... import _log
     from ..._urls import redact_all
 
+    # The line that says an install started, once nothing but the installer itself can fail it.
+    _log.logger().info("installing %s with %s", what, installer)
     _log.logger().debug("%s: running %s", what, redact_all(shlex.join(cmd)))
     try:
         proc = subprocess.Popen(
