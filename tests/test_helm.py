@@ -183,3 +183,29 @@ def test_the_chart_works_as_a_subchart_and_takes_a_command() -> None:
     )
     (job,) = of_kind(documents, "Job")
     assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["/opt/venv/bin/repoinstall"]
+
+
+def test_the_prewarm_job_fits_helm_and_bad_input_is_not_retried() -> None:
+    values = {
+        "requirements": ["adaptor==1.4"],
+        "podLabels": {"team": "workers"},
+        "podAnnotations": {"sidecar.istio.io/inject": "false"},
+        "exampleWorker": {"enabled": True},
+    }
+    documents = render(values)
+    (job,) = of_kind(documents, "Job")
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert rules == [
+        {"action": "FailJob", "onExitCodes": {"containerName": "repoinstall", "operator": "In", "values": [2]}}
+    ]
+    for spec_owner in [job, of_kind(documents, "Deployment")[0]]:
+        template = spec_owner["spec"]["template"]
+        assert template["spec"]["automountServiceAccountToken"] is False
+        assert template["metadata"]["labels"]["team"] == "workers"
+        assert template["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+    for version in KUBERNETES:
+        for document in documents:
+            kubernetes_validate.validate(document, version, strict=True)
+    notes = helm.Chart.load(CHART).render(values, name="rel", namespace="workers", is_install=True)
+    text = next(t for path, t in notes.items() if path.endswith("NOTES.txt"))
+    assert "logs job/" not in text and "app.kubernetes.io/component=prewarm" in text  # the Job is gone on success

@@ -187,7 +187,20 @@ PUBLIC: the repo mount for the workload's own containers (read-only: workers onl
   {{- end }}
 {{- end }}
 
+{{/*
+The chart's pods' own labels and annotations (e.g. a service mesh's sidecar opt-out), from podLabels and
+podAnnotations, under template.metadata.
+*/}}
+{{- define "repoinstall.podMetadata" -}}
+{{- with .Values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
 {{- define "repoinstall.podSettings" -}}
+{{- /* repoinstall never talks to the Kubernetes API: no token in its pods. */}}
+automountServiceAccountToken: false
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
