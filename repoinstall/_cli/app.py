@@ -64,19 +64,16 @@ ReqOpt = Annotated[
 ]
 
 
-def _log_handler() -> "logging.Handler":
-    """On a terminal, log lines clear the progress line first; elsewhere plain lines on stderr."""
-    import logging
+def _clearing_handler() -> "logging.Handler":
+    """On a terminal, log lines clear the progress line first (elsewhere _log's plain stderr lines)."""
+    from .progress import ClearingHandler
 
-    if sys.stderr.isatty():
-        from .progress import ClearingHandler
-
-        return ClearingHandler(sys.stderr)
-    return logging.StreamHandler(sys.stderr)
+    return ClearingHandler(sys.stderr)
 
 
 def _configure_log(opts: Options) -> None:
-    _log.configure_cli(quiet=opts.quiet, verbose=opts.verbose, handler=_log_handler)
+    handler = _clearing_handler if sys.stderr.isatty() else None
+    _log.configure_cli(quiet=opts.quiet, verbose=opts.verbose, handler=handler)
 
 
 #: The layout version of every --json document (its "schema" field): bumped when a field changes meaning or goes.

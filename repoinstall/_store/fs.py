@@ -144,16 +144,36 @@ def read_file(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22, *, lookup
 
 def make_dirs(dir_fd: int, parts: Sequence[str], where: str) -> int:
     """Create (as needed) and open the directory ``parts`` below ``dir_fd``; refuse a symlink or file on the way."""
+    fd = _descend(dir_fd, parts, where, create=True)
+    assert fd is not None
+    return fd
+
+
+def check_dirs(dir_fd: int, parts: Sequence[str], where: str) -> None:
+    """Refuse, as :func:`make_dirs` would, a symlink or file where a directory of ``parts`` belongs; create
+    nothing (what is missing is fine)."""
+    if (fd := _descend(dir_fd, parts, where, create=False)) is not None:
+        os.close(fd)
+
+
+def _descend(dir_fd: int, parts: Sequence[str], where: str, *, create: bool) -> int | None:
+    """Open ``parts`` below ``dir_fd`` one directory at a time, creating what is missing if ``create`` (else
+    ``None`` at the first missing one); :class:`RepoUnusable` naming a symlink or file in the way."""
     fd = os.dup(dir_fd)
     try:
         for index, part in enumerate(parts):
+            created = False
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, DIR_MODE, dir_fd=fd)
+                    created = True
             try:
-                os.mkdir(part, DIR_MODE, dir_fd=fd)
-                created = True
-            except FileExistsError:
-                created = False
-            try:
-                nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
+                nxt = os.open(part, DIR_FLAGS if create else LOOKUP_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if create:
+                    raise
+                os.close(fd)
+                return None
             except OSError as error:
                 if error.errno in (errno.ELOOP, errno.ENOTDIR):
                     shown = os.path.join(where, *parts[: index + 1])
@@ -167,27 +187,6 @@ def make_dirs(dir_fd: int, parts: Sequence[str], where: str) -> int:
     except BaseException:
         os.close(fd)
         raise
-
-
-def check_dirs(dir_fd: int, parts: Sequence[str], where: str) -> None:
-    """Refuse, as :func:`make_dirs` would, a symlink or file where a directory of ``parts`` belongs; create
-    nothing (what is missing is fine)."""
-    fd = os.dup(dir_fd)
-    try:
-        for index, part in enumerate(parts):
-            try:
-                nxt = os.open(part, LOOKUP_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                return
-            except OSError as error:
-                if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                    shown = os.path.join(where, *parts[: index + 1])
-                    raise RepoUnusable(f"{shown} is not a directory (a symlink or file is in the way)") from None
-                raise
-            os.close(fd)
-            fd = nxt
-    finally:
-        os.close(fd)
 
 
 def read_json(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22) -> dict[str, object] | None:

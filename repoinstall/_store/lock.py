@@ -148,11 +148,9 @@ def wait_and_take(
             next_try = min(next_try, max(clock.now(), last_try + _RETRY))
         if clock.now() >= next_beat:
             next_beat = clock.now() + beat_every
-            if released:
-                pass
-            elif (seen := lock.note_beat()) != beat:
+            if not released and (seen := lock.note_beat()) != beat:
                 beat, beat_moved = seen, clock.now()
-            elif clock.now() - beat_moved > 2 * beat_every:
+            elif not released and clock.now() - beat_moved > 2 * beat_every:
                 next_try = min(next_try, clock.now())  # the touches stopped: let filelock judge the holder
 
 

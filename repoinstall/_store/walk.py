@@ -117,7 +117,10 @@ def remove(parent_fd: int, name: str) -> bool:
     while victims:
         complete = _remove_one(parent_fd, victims.pop(), victims) and complete
     # Files still open on this NFS client stay, silly-renamed, until their last close: that is all that is left.
-    return complete or (still_open(parent_fd, name) > 0 and _only_silly_renamed(parent_fd, name))
+    if complete:
+        return True
+    silly, other = _left_below(parent_fd, name)
+    return silly > 0 and other == 0
 
 
 def _remove_one(parent_fd: int, name: str, victims: list[str]) -> bool:
@@ -188,25 +191,19 @@ def _unlink(dir_fd: int, name: str) -> bool:
     return True
 
 
-def _only_silly_renamed(parent_fd: int, name: str) -> bool:
-    """Whether all that is left below the directory ``name`` is silly-renamed files (and the dirs holding them)."""
+def _left_below(parent_fd: int, name: str) -> tuple[int, int]:
+    """What is left below the directory ``name``: (silly-renamed files, anything else but directories)."""
     try:
         fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     except OSError:
-        return False
+        return 0, 0
     try:
-        return all(entry.kind == FILE and silly_renamed(entry.name) for entry in walk(fd))
+        silly = [entry.kind == FILE and silly_renamed(entry.name) for entry in walk(fd)]
     finally:
         os.close(fd)
+    return sum(silly), len(silly) - sum(silly)
 
 
 def still_open(parent_fd: int, name: str) -> int:
     """How many silly-renamed files keep the directory ``name`` (removed as far as it can be) in place."""
-    try:
-        fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
-    except OSError:
-        return 0
-    try:
-        return sum(1 for entry in walk(fd) if silly_renamed(entry.name))
-    finally:
-        os.close(fd)
+    return _left_below(parent_fd, name)[0]
