@@ -1,8 +1,14 @@
 """The Helm chart, rendered and linted with Helm's own Go SDK (helm-python-sdk), every manifest validated
-against the Kubernetes OpenAPI schemas of two versions (kubernetes-validate). Offline: no cluster, no network."""
+against the Kubernetes OpenAPI schemas of three versions (kubernetes-validate). Offline: no cluster, no network."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +18,7 @@ import pytest
 import yaml
 
 CHART = Path(__file__).parent.parent / "helm" / "repoinstall"
-KUBERNETES = ["1.29.0", "1.33.0"]
+KUBERNETES = ["1.29.0", "1.33.0", "1.37.0"]
 SECRET_URL = "https://deploy:s3cr3t@pypi.example/simple"
 
 VALUE_SETS: dict[str, dict[str, Any]] = {
@@ -40,6 +46,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "nodeSelector": {"kubernetes.io/arch": "amd64"},
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "workers", "effect": "NoSchedule"}],
         "exampleWorker": {"enabled": True, "replicas": 3},
+        "volumePermissions": {"enabled": True, "image": {"repository": "busybox", "tag": "1.36"}},
     },
     "single node": {"requirements": ["adaptor==1.4"], "lock": {"disabled": True}, "prewarm": {"enabled": False}},
 }
@@ -63,9 +70,10 @@ def of_kind(documents: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("name", list(VALUE_SETS))
 def test_chart_renders_lints_strictly_and_validates(name: str) -> None:
     values = VALUE_SETS[name]
-    report = helm.lint(CHART, values, strict=True, kube_version="v1.33.0")
-    problems = [m for m in report["messages"] if m["severity"] >= 2] + report["errors"]
-    assert not problems, problems
+    for version in KUBERNETES:
+        report = helm.lint(CHART, values, strict=True, kube_version=f"v{version}")
+        problems = [m for m in report["messages"] if m["severity"] >= 2] + report["errors"]
+        assert not problems, (version, problems)
     documents = render(values)
     assert documents
     for document in documents:
@@ -84,7 +92,7 @@ def pod_specs(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_init_container_command_mounts_and_security() -> None:
     documents = render(VALUE_SETS["everything"])
     worker = of_kind(documents, "Deployment")[0]["spec"]["template"]["spec"]
-    (init,) = worker["initContainers"]
+    (_permissions, init) = worker["initContainers"]
     assert init["args"][:5] == ["ensure", "--requirement", "/etc/repoinstall/requirements.txt", "--repo", "/opt/repo"]
     assert init["args"][5:] == ["--extra-index-url", "https://mirror.example/simple"]
     assert init["command"] == ["repoinstall"]  # not left to the image's ENTRYPOINT: the workers' image has none
@@ -209,3 +217,175 @@ def test_the_prewarm_job_fits_helm_and_bad_input_is_not_retried() -> None:
     notes = helm.Chart.load(CHART).render(values, name="rel", namespace="workers", is_install=True)
     text = next(t for path, t in notes.items() if path.endswith("NOTES.txt"))
     assert "logs job/" not in text and "app.kubernetes.io/component=prewarm" in text  # the Job is gone on success
+
+
+def notes(values: dict[str, Any]) -> str:
+    rendered = helm.Chart.load(CHART).render(values, name="rel", namespace="workers", is_install=True)
+    return next(text for path, text in rendered.items() if path.endswith("NOTES.txt"))
+
+
+def validate_pod(spec: dict[str, Any]) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker"}, "spec": spec}
+    for version in KUBERNETES:
+        kubernetes_validate.validate(pod, version, strict=True)
+
+
+def test_notes_print_a_plain_yaml_snippet_for_any_chart() -> None:
+    values = {**VALUE_SETS["everything"], "exampleWorker": {"enabled": True}}
+    text = notes(values)
+    _, _, rest = text.partition("# --- repoinstall snippet: begin ---\n")
+    block, end, _ = rest.partition("# --- repoinstall snippet: end ---")
+    assert end, text
+    snippet = yaml.safe_load(block)
+    assert set(snippet) == {"extraInitContainers", "extraVolumes", "extraVolumeMounts", "podSecurityContext"}
+    worker = of_kind(render(values), "Deployment")[0]["spec"]["template"]["spec"]
+    # What the snippet pastes is what the chart's own workload runs, values applied.
+    assert snippet["extraInitContainers"] == worker["initContainers"]
+    assert [c["name"] for c in snippet["extraInitContainers"]] == ["repoinstall-volume-permissions", "repoinstall"]
+    assert all(volume in worker["volumes"] for volume in snippet["extraVolumes"])
+    assert snippet["extraVolumeMounts"] == [m for m in worker["containers"][0]["volumeMounts"] if m["name"] != "tmp"]
+    assert snippet["podSecurityContext"] == worker["securityContext"]
+    validate_pod(
+        {
+            "securityContext": snippet["podSecurityContext"],
+            "initContainers": snippet["extraInitContainers"],
+            "volumes": snippet["extraVolumes"],
+            "containers": [{"name": "worker", "image": "workers:1", "volumeMounts": snippet["extraVolumeMounts"]}],
+        }
+    )
+    assert ".Subcharts.repoinstall" in text
+
+
+PARENT_TEMPLATE = """{{- if .Values.repoinstall.enabled }}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: workers
+  labels: {app: workers}
+spec:
+  selector: {matchLabels: {app: workers}}
+  template:
+    metadata: {labels: {app: workers}}
+    spec:
+      initContainers:
+        {{- include "repoinstall.initContainer" .Subcharts.repoinstall | nindent 8 }}
+      volumes:
+        {{- include "repoinstall.volumes" .Subcharts.repoinstall | nindent 8 }}
+        - name: tmp
+          emptyDir: {}
+      containers:
+        - name: worker
+          image: workers:9.9.9
+          volumeMounts:
+            {{- include "repoinstall.repoMount" .Subcharts.repoinstall | nindent 12 }}
+            - {name: tmp, mountPath: /tmp}
+{{- end }}
+"""
+
+
+def test_a_parent_chart_includes_the_templates_with_the_subcharts_scope(tmp_path: Path) -> None:
+    parent = tmp_path / "workers"
+    shutil.copytree(CHART, parent / "charts" / "repoinstall")
+    (parent / "templates").mkdir()
+    (parent / "templates" / "workers.yaml").write_text(PARENT_TEMPLATE)
+    (parent / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: workers\nversion: 9.9.9\nappVersion: 9.9.9\n"
+        "dependencies:\n  - name: repoinstall\n    version: 0.1.0\n    condition: repoinstall.enabled\n"
+    )
+    (parent / "values.yaml").write_text("repoinstall:\n  enabled: true\n  requirements: [adaptor==1.4]\n")
+    chart = helm.Chart.load(parent)
+    rendered = chart.render({}, name="rel", namespace="workers", is_install=True)
+    documents = [
+        d for path, text in rendered.items() if not path.endswith("NOTES.txt") for d in yaml.safe_load_all(text) if d
+    ]
+    (workers,) = [d for d in documents if d["metadata"]["name"] == "workers"]
+    spec = workers["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    # The subchart's own appVersion, name and values: no Chart dict written by hand.
+    assert init["image"] == "repoinstall:0.1.0" and init["command"] == ["repoinstall"]
+    claim = next(v for v in spec["volumes"] if v["name"] == "repoinstall-repo")["persistentVolumeClaim"]["claimName"]
+    assert claim in {d["metadata"]["name"] for d in documents if d["kind"] == "PersistentVolumeClaim"}
+    for document in documents:
+        for version in KUBERNETES:
+            kubernetes_validate.validate(document, version, strict=True)
+    off = chart.render({"repoinstall": {"enabled": False}}, name="rel", namespace="workers", is_install=True)
+    assert not [text for text in off.values() if text.strip()]  # the condition turns the whole subchart off
+
+
+def test_volume_permissions_is_off_by_default_and_only_root_when_asked() -> None:
+    for documents in (
+        render(VALUE_SETS["defaults"] | {"exampleWorker": {"enabled": True}}),
+        render(VALUE_SETS["requirements"]),
+    ):
+        for spec in pod_specs(documents):
+            for container in spec.get("initContainers", []) + spec["containers"]:
+                assert container.get("securityContext", {}).get("runAsUser") != 0
+    documents = render(VALUE_SETS["everything"])
+    (job,) = of_kind(documents, "Job")
+    spec = job["spec"]["template"]["spec"]
+    # In the Job the step is an init container: it must finish before repoinstall starts.
+    assert [c["name"] for c in spec["initContainers"]] == ["repoinstall-volume-permissions"]
+    assert [c["name"] for c in spec["containers"]] == ["repoinstall"]
+    (step,) = spec["initContainers"]
+    assert step["image"] == "busybox:1.36"
+    assert step["volumeMounts"] == [{"name": "repoinstall-repo", "mountPath": "/opt/repo", "subPath": "python"}]
+    assert step["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER", "FSETID"]}
+
+
+@pytest.fixture
+def world_readable() -> Iterator[Path]:
+    """A directory any user can reach (pytest's own tmp_path is root's, mode 700)."""
+    path = Path(tempfile.mkdtemp(prefix="repoinstall-helm-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+def as_user(uid: int, *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *command],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="needs root and setpriv")
+def test_the_volume_permissions_step_makes_an_nfs_like_export_writable(world_readable: Path) -> None:
+    """The rendered step, run for real with exactly the capabilities it is given, on a directory that is
+    root's with mode 755, as an export where fsGroup is not applied looks."""
+    repo = world_readable / "export"
+    repo.mkdir(mode=0o755)
+    assert as_user(10001, "test", "-x", str(repo)).returncode == 0  # the user reaches it...
+    assert as_user(10001, "mkdir", str(repo / "trees")).returncode != 0  # ...and cannot write: what repoinstall meets
+    values = {"repo": {"mountPath": str(repo)}, "volumePermissions": {"enabled": True}, "requirements": ["a==1"]}
+    (step,) = of_kind(render(values), "Job")[0]["spec"]["template"]["spec"]["initContainers"]
+    caps = ",".join(f"+{cap.lower()}" for cap in step["securityContext"]["capabilities"]["add"])
+    assert step["securityContext"]["runAsUser"] == 0
+    subprocess.run(["setpriv", f"--bounding-set=-all,{caps}", f"--inh-caps=-all,{caps}", *step["command"]], check=True)
+    status = repo.stat()
+    assert (status.st_uid, status.st_gid, oct(status.st_mode & 0o7777)) == (10001, 10001, "0o2775")
+    assert as_user(10001, "mkdir", str(repo / "trees")).returncode == 0
+    assert (repo / "trees").stat().st_gid == 10001  # setgid: what repoinstall creates keeps the group
+    subprocess.run(["setpriv", f"--bounding-set=-all,{caps}", f"--inh-caps=-all,{caps}", *step["command"]], check=True)
+    assert (repo / "trees").is_dir()  # a rerun (every pod start) changes nothing below
+
+
+def test_the_chart_readme_describes_every_value() -> None:
+    script = CHART.parent / "values_readme.py"
+    result = subprocess.run([sys.executable, str(script), "--check"], check=False, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    readme = (CHART / "README.md").read_text()
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def keys(node: dict[str, Any], prefix: str = "") -> list[str]:
+        found = []
+        for name, value in node.items():
+            found.append(prefix + name)
+            if isinstance(value, dict) and value and prefix + name not in ("resources", "podSecurityContext",
+                                                                           "securityContext"):  # fmt: skip
+                found += keys(value, f"{prefix}{name}.")
+        return found
+
+    for key in keys(values):
+        assert f"| `{key}` |" in readme, key  # every value the chart ships is in the table, with its description

@@ -121,7 +121,8 @@ here: they come from a Secret through the environment (PIP_INDEX_URL, NETRC).
 {{- end }}
 
 {{/*
-PUBLIC: the init container to put in front of a workload that imports from the repo:
+PUBLIC: the init containers to put in front of a workload that imports from the repo (the volume
+permissions step when volumePermissions.enabled, then repoinstall):
 
     initContainers:
       {{- include "repoinstall.initContainer" . | nindent 8 }}
@@ -131,9 +132,17 @@ PUBLIC: the init container to put in front of a workload that imports from the r
       - volumeMounts:
           {{- include "repoinstall.repoMount" . | nindent 10 }}
 
+From a parent chart that has this one as a dependency, pass the subchart's scope: .Subcharts.repoinstall.
 It ensures the requirements (a no-op, in milliseconds, once they are installed) before the workload starts.
 */}}
 {{- define "repoinstall.initContainer" -}}
+{{- list (include "repoinstall.volumePermissions" . | trim) (include "repoinstall.container" .) | compact | join "\n" }}
+{{- end }}
+
+{{/*
+The repoinstall container: `repoinstall ensure` of the requirements.
+*/}}
+{{- define "repoinstall.container" -}}
 - name: repoinstall
   image: {{ include "repoinstall.image" . }}
   imagePullPolicy: {{ .Values.image.pullPolicy }}
@@ -153,6 +162,43 @@ It ensures the requirements (a no-op, in milliseconds, once they are installed) 
   resources:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+{{- end }}
+
+{{/*
+The volume permissions step (empty unless volumePermissions.enabled): Kubernetes applies fsGroup only to
+volumes whose driver supports it, which NFS and most ReadWriteMany CSI drivers do not. It runs as root with
+only the capabilities it needs and hands the repo's directory to runAsUser and fsGroup with mode 2775
+(setgid: what repoinstall creates below keeps the group). A root-squashing export refuses it: set the
+owner on the server instead.
+*/}}
+{{- define "repoinstall.volumePermissions" -}}
+{{- if .Values.volumePermissions.enabled }}
+{{- $user := required "volumePermissions needs podSecurityContext.runAsUser" .Values.podSecurityContext.runAsUser }}
+{{- $group := required "volumePermissions needs podSecurityContext.fsGroup or runAsGroup" (coalesce .Values.podSecurityContext.fsGroup .Values.podSecurityContext.runAsGroup) }}
+{{- $image := .Values.volumePermissions.image }}
+- name: repoinstall-volume-permissions
+  image: {{ printf "%s:%s" (default .Values.image.repository $image.repository) (default (default .Chart.AppVersion .Values.image.tag) $image.tag) }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  command: ["install", "-d", "-o", "{{ $user }}", "-g", "{{ $group }}", "-m", "2775", {{ include "repoinstall.repoPath" . | quote }}]
+  securityContext:
+    runAsUser: 0
+    runAsNonRoot: false
+    allowPrivilegeEscalation: false
+    readOnlyRootFilesystem: true
+    capabilities:
+      drop: [ALL]
+      add: [CHOWN, FOWNER, FSETID]
+  volumeMounts:
+    - name: repoinstall-repo
+      mountPath: {{ include "repoinstall.repoPath" . }}
+      {{- with .Values.repo.subPath }}
+      subPath: {{ . }}
+      {{- end }}
+  {{- with .Values.volumePermissions.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
