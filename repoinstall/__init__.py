@@ -23,6 +23,7 @@ from ._errors import (
     RepoUnusable,
     RequirementsFileError,
     ResolutionError,
+    TreesConflict,
 )
 from ._options import InstallOptions, LockSettings
 from ._repo import Repo
@@ -76,5 +77,6 @@ __all__ = [
     "ResolutionError",
     "TreeEntry",
     "TreeReport",
+    "TreesConflict",
     "__version__",
 ]

@@ -12,7 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
-from ._errors import ActivationConflict, IsolatedCallError
+from ._errors import ActivationConflict, IsolatedCallError, TreesConflict
 
 #: sys.path is one per process: activations from several threads edit it one at a time.
 _path_guard = threading.Lock()
@@ -40,6 +40,43 @@ def activated(trees: Sequence[str]) -> Iterator[list[str]]:
                 with contextlib.suppress(ValueError):
                     sys.path.remove(path)  # ours only: others may have edited sys.path meanwhile
             importlib.invalidate_caches()
+
+
+def check_together(trees: Sequence[tuple[str, str]]) -> None:
+    """Refuse ``trees`` ((label, path) pairs) that cannot share one import path: two of them hold different
+    versions of one distribution (a tree holds its project's dependencies too), so the one given first would
+    shadow the other in every import. Read from the trees' dist-info METADATA."""
+    if len(trees) < 2:
+        return
+    from ._store.dists import scan
+    from ._store.identity import canonical_name
+
+    first: dict[str, tuple[str, str]] = {}  # project -> (version, label of the first tree that holds it)
+    for label, path in trees:
+        try:
+            dists = scan(path)
+        except OSError:
+            continue  # a tree that vanished fails on its own, where it is used
+        for dist in dists:
+            project = canonical_name(dist.name)
+            version, holder = first.setdefault(project, (dist.version, label))
+            if not _same_version(version, dist.version):
+                raise TreesConflict(
+                    f"{holder} and {label} cannot be used together: {holder} holds {project} {version}, "
+                    f"{label} holds {project} {dist.version}, and the first on the path would shadow the other; "
+                    "ask for versions that agree, or use them in separate runs"
+                )
+
+
+def _same_version(one: str, other: str) -> bool:
+    if one == other:
+        return True
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(one) == Version(other)
+    except InvalidVersion:
+        return False
 
 
 def conflict(tree: str) -> str | None:

@@ -55,6 +55,11 @@ class ActivationConflict(RepoinstallError):
     version (exit 1): one process holds one version of a module; use an isolated call for another."""
 
 
+class TreesConflict(InvalidInput):
+    """Trees asked for together hold different versions of one distribution (exit 2): on one import path the
+    first would shadow the other, so which version runs would depend on the order they were given in."""
+
+
 class IsolatedCallError(RepoinstallError):
     """``Repo.call_isolated``: the fresh interpreter died or its result could not be sent back (exit 1).
     An exception the called function raised is re-raised as itself instead."""

@@ -305,10 +305,13 @@ class Repo:
         """``with repo.activate("adaptor==1.4"): import adaptor``: the installed trees first on ``sys.path`` for
         the block (import caches invalidated), exactly them removed after. Specs must be installed (see
         :meth:`tree_path`); :class:`ActivationConflict` if a module of a tree is already imported from
-        another version. Imported modules stay imported after the block."""
-        from ._activate import activated
+        another version, :class:`TreesConflict` if two of the trees hold different versions of one
+        distribution. Imported modules stay imported after the block."""
+        from ._activate import activated, check_together
 
-        return activated([self._path_of(tree) for tree in trees])
+        labelled = [(self._label_of(tree), self._path_of(tree)) for tree in trees]
+        check_together(labelled)
+        return activated([path for _, path in labelled])
 
     def call_isolated(
         self,
@@ -320,10 +323,18 @@ class Repo:
     ) -> object:
         """Call ``"module:function"`` in a fresh interpreter whose path starts with the trees (ensured first),
         for full isolation between versions; returns its result or raises the exception it raised."""
-        from ._activate import call_isolated
+        from ._activate import call_isolated, check_together
 
         wanted = [tree if isinstance(tree, EnsureResult) else self.ensure(tree) for tree in trees]
-        return call_isolated([self._path_of(tree) for tree in wanted], target, args, kwargs, timeout)
+        labelled = [(self._label_of(tree), self._path_of(tree)) for tree in wanted]
+        check_together(labelled)
+        return call_isolated([path for _, path in labelled], target, args, kwargs, timeout)
+
+    @staticmethod
+    def _label_of(tree: Requested | str | EnsureResult) -> str:
+        if isinstance(tree, EnsureResult):
+            return tree.requirement
+        return tree if isinstance(tree, str) else tree.text
 
     def _path_of(self, tree: Requested | str | EnsureResult) -> str:
         if isinstance(tree, EnsureResult):

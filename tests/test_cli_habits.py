@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import pytest
 from helpers import actions, ensure_args, run
 from indexserver import IndexServer
 
@@ -61,5 +63,43 @@ def test_run_finds_a_trees_console_script_and_runs_it_with_this_interpreter(repo
         script.write_text("#!/nonexistent/bin/python3.11\n" + "".join(lines[1:]))
         again = run("run", "tool-pkg==1.0", *args, "--", "tool-say")
         assert again.returncode == 0 and again.stdout == "tool-pkg 1.0\n", again
+    finally:
+        server.stop()
+
+
+def test_trees_holding_two_versions_of_one_distribution_are_refused_together(repo: Path, tmp_path: Path) -> None:
+    from wheels import make_wheel
+
+    from repoinstall import InstallOptions, Repo, TreesConflict
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, "app-pkg", "1.0", requires=("lib-pkg==2.0",))
+    for version in ("1.0", "2.0"):
+        make_wheel(wheels, "lib-pkg", version)
+    server = IndexServer(wheels).start()
+    try:
+        args = ["--repo", str(repo), "--no-index", "--find-links", server.url]
+        show = ["--", "python", "-c", "import lib_pkg; print(lib_pkg.VERSION)"]
+        # app-pkg's tree holds lib-pkg 2.0: with lib-pkg 1.0 beside it, the order given would decide silently.
+        for order in (["app-pkg==1.0", "lib-pkg==1.0"], ["lib-pkg==1.0", "app-pkg==1.0"]):
+            refused = run("run", *order, *args, *show)
+            assert refused.returncode == 2 and refused.stdout == "", refused
+            (line,) = [line for line in refused.stderr.splitlines() if line.startswith("repoinstall: error: ")]
+            assert "lib-pkg 1.0" in line and "lib-pkg 2.0" in line
+            assert all(spec in line for spec in order), line
+        agreeing = run("run", "app-pkg==1.0", "lib-pkg==2.0", *args, *show)
+        assert agreeing.returncode == 0 and agreeing.stdout == "2.0\n", agreeing
+        alone = run("run", "lib-pkg==1.0", *args, *show)
+        assert alone.returncode == 0 and alone.stdout == "1.0\n", alone
+        options = InstallOptions(find_links=(server.url,), no_index=True)
+        with Repo(repo, install=options) as store:
+            before = list(sys.path)
+            with pytest.raises(TreesConflict, match=r"lib-pkg 1\.0") as refused_api:
+                store.activate("app-pkg==1.0", "lib-pkg==1.0")
+            assert refused_api.value.exit_code == 2 and sys.path == before
+            with pytest.raises(TreesConflict):
+                store.call_isolated(["lib-pkg==1.0", "app-pkg==1.0"], "lib_pkg:version")
+            assert store.call_isolated(["app-pkg==1.0", "lib-pkg==2.0"], "lib_pkg:version") == ("2.0", [])
     finally:
         server.stop()

@@ -188,7 +188,15 @@ def run(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) ->
     for outcome in outcomes:
         if isinstance(outcome, RepoinstallError):
             _fail(outcome)
-    trees = [o.path for o in outcomes if isinstance(o, EnsureResult) and o.path is not None]
+    labelled = [(o.requirement, o.path) for o in outcomes if isinstance(o, EnsureResult) and o.path is not None]
+    if len(labelled) > 1:
+        from .._activate import check_together
+
+        try:
+            check_together(labelled)
+        except RepoinstallError as error:
+            _fail(error)
+    trees = [path for _, path in labelled]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*trees, *filter(None, [env.get("PYTHONPATH")])])
     # The trees' console scripts come first on PATH, as a venv's would.
