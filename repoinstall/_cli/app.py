@@ -29,7 +29,7 @@ Exit codes: 0 ok; 1 install failed (pip error, disk full, not installed);
 
 app = typer.Typer(
     help="Install Python packages once into a repo directory shared by many pods.\n\n" + EXIT_CODES,
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
