@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
+import re
+import struct
 import subprocess
+import termios
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,7 @@ from repoinstall import (
     RepoinstallError,
     RepoUnusable,
 )
+from repoinstall._cli.progress import _FRAMES
 
 
 def test_typed_exceptions_share_one_base(tmp_path: Path) -> None:
@@ -65,6 +70,8 @@ def test_constraints_are_passed_to_the_installer(
 def test_progress_line_on_a_terminal(repo: Path, index: IndexServer) -> None:
     index.delays["slow_pkg"] = 1.0
     controller, terminal = pty.openpty()
+    columns = 24  # narrower than "⠋ installing slow-pkg==1.0 (1s)": the line must be cropped, not wrapped
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 20, columns, 0, 0))
     try:
         proc = subprocess.Popen(
             cli("ensure", "slow-pkg==1.0", "--repo", repo, "--no-index", "--find-links", index.url),
@@ -87,4 +94,14 @@ def test_progress_line_on_a_terminal(repo: Path, index: IndexServer) -> None:
     finally:
         os.close(controller)
     assert proc.returncode == 0
-    assert b"installing slow-pkg==1.0" in seen
+    text = seen.decode()
+    drawn = [
+        line
+        for line in re.split(r"[\r\n]", re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text))
+        if line.startswith(tuple(_FRAMES))
+    ]
+    assert drawn and "repoinstall: installing slow-pkg==1.0 with pip" in text, text  # the log line goes above it
+    assert all(line.startswith(f"{line[0]} installing slow-pkg") for line in drawn), drawn
+    assert all(line.endswith("…") for line in drawn), drawn  # rich's cut at the terminal's width: not wrapped
+    assert all(len(line) <= columns for line in drawn), drawn
+    assert "\x1b[2K" in text  # transient: erased once the install is done

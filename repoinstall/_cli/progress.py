@@ -1,4 +1,5 @@
-"""A one-line progress display on a terminal: which trees are installing and for how long."""
+"""A one-line progress display on a terminal: which trees are installing and for how long, cropped to the
+terminal's width. rich draws it, imported when the first install starts: the warm path never pays for it."""
 
 from __future__ import annotations
 
@@ -6,12 +7,19 @@ import logging
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from .._results import Event
 
-_FRAMES = "|/-\\"
-_CLEAR = "\r\x1b[K"
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+#: The console the live line is drawn on while installs run, so log lines go above it instead of through it.
+_drawing: Console | None = None
 
 
 class Progress:
@@ -20,48 +28,69 @@ class Progress:
     def __init__(self, stream: TextIO = sys.stderr) -> None:
         self._stream = stream
         self._active: dict[str, float] = {}
+        # Events come from the installing threads, renders from rich's refresh thread: one guard for _active.
         self._guard = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._live: Live | None = None
+        self._frame = 0
 
     def __call__(self, event: Event) -> None:
         with self._guard:
             if event.kind == "start":
                 self._active[event.tree] = time.monotonic()
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="repoinstall-progress", daemon=True)
-                    self._thread.start()
+                start = self._live is None
             else:
                 self._active.pop(event.tree, None)
+                start = False
+        if start:
+            self._start()
 
-    def _run(self) -> None:
-        frame = 0
-        while not self._stop.wait(0.1):
-            self.draw(_FRAMES[frame % len(_FRAMES)])
-            frame += 1
+    def _start(self) -> None:
+        global _drawing
+        from rich.console import Console
+        from rich.live import Live
 
-    def draw(self, spinner: str) -> None:
+        console = Console(file=self._stream, highlight=False, soft_wrap=False)
+        # transient: the line is erased when the last install ends; what stays is the command's own output.
+        live = Live(console=console, transient=True, refresh_per_second=8, get_renderable=self.render)
         with self._guard:
+            if self._live is not None:
+                return
+            self._live = live
+        _drawing = console
+        live.start()
+
+    def render(self) -> Text:
+        from rich.text import Text
+
+        with self._guard:
+            self._frame += 1
             if not self._active:
-                line = ""
-            else:
-                oldest = min(self._active.values())
-                names = ", ".join(sorted(self._active))
-                line = f"{spinner} installing {names} ({time.monotonic() - oldest:.0f}s)"
-            self._stream.write(_CLEAR + line[:200])
-            self._stream.flush()
+                return Text("")
+            oldest = min(self._active.values())
+            names = ", ".join(sorted(self._active))
+        line = f"{_FRAMES[self._frame % len(_FRAMES)]} installing {names} ({time.monotonic() - oldest:.0f}s)"
+        return Text(line, no_wrap=True, overflow="ellipsis")  # one line, cut with … at the terminal's width
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._stream.write(_CLEAR)
-            self._stream.flush()
+        global _drawing
+        with self._guard:
+            live, self._live = self._live, None
+        if live is not None:
+            _drawing = None
+            live.stop()
 
 
 class ClearingHandler(logging.StreamHandler[TextIO]):
-    """Log lines that first clear the progress line, so the two never tangle on a terminal."""
+    """Log lines that go above the progress line while it is drawn, so the two never tangle on a terminal."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.stream.write(_CLEAR)
-        super().emit(record)
+        console = _drawing
+        if console is None:
+            super().emit(record)
+            return
+        try:
+            from rich.text import Text
+
+            console.print(Text(self.format(record)), soft_wrap=True)
+        except Exception:
+            self.handleError(record)
