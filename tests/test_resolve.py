@@ -242,6 +242,36 @@ def test_resolution_goes_through_pips_proxy_as_the_installer_does(repo: Path, fi
     assert any(url.endswith(".whl") for url in installed), proxy.seen  # and so did pip
 
 
+def test_resolution_presents_pips_client_certificate_as_the_installer_does(
+    repo: Path, demo_wheels: Path, tmp_path: Path
+) -> None:
+    """An index on 127.0.0.1 that asks every client for a certificate signed by its authority (mutual TLS)."""
+    from certs import make_certificates
+
+    certificates = make_certificates(tmp_path / "tls")
+    server = IndexServer(demo_wheels, tls=certificates.server_context(require_client=True)).start()
+    try:
+        trusting = isolated_env(PIP_CERT=str(certificates.ca))
+        for variable in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # in pip's requests these override its cert
+            trusting.pop(variable, None)
+        # Not trusting the index's authority: one line, at once (a certificate does not change between tries).
+        code, _, err = ensure(repo, server.simple, "demo-pkg<2", env=isolated_env())
+        assert code == 1 and "the index's certificate is not trusted" in err and "retrying" not in err, err
+        # Without pip's client-cert the index refuses the handshake: one line naming the index, nothing written.
+        code, _, err = ensure(repo, server.simple, "demo-pkg<2", env=trusting)
+        assert code == 1 and f"index {server.simple}" in err and len(err.strip().splitlines()) == 1, err
+        assert "refused our client certificate" in err, err
+        assert server.pages["demo-pkg"] == 0 and not list(repo.glob("trees/*/*"))
+        # With it (PIP_CLIENT_CERT, as pip.conf's client-cert), repoinstall resolves and pip downloads there.
+        with_cert = {**trusting, "PIP_CLIENT_CERT": str(certificates.client)}
+        code, doc, err = ensure(repo, server.simple, "demo-pkg<2", env=with_cert)
+    finally:
+        server.stop()
+    assert code == 0 and versions(doc) == ["1.5"], err
+    assert server.pages["demo-pkg"] >= 1  # resolved there, through the handshake that refused us before
+    assert server.downloads("demo_pkg-1.5") == 1  # and pip downloaded there with the same certificate
+
+
 def test_retries_are_bounded(repo: Path, fixture_index: IndexServer) -> None:
     fixture_index.pages.clear()
     fixture_index.always = "500"

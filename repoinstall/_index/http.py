@@ -162,7 +162,7 @@ def _fetch(client: httpx.Client, step: Get) -> Reply:
                     return too_large
             return body.reply(response)
     except httpx.HTTPError as error:
-        return Reply(step.url, error=_describe(error))
+        return _failed(step, error)
 
 
 async def _afetch(client: httpx.AsyncClient, step: Get) -> Reply:
@@ -176,7 +176,7 @@ async def _afetch(client: httpx.AsyncClient, step: Get) -> Reply:
                     return too_large
             return body.reply(response)
     except httpx.HTTPError as error:
-        return Reply(step.url, error=_describe(error))
+        return _failed(step, error)
 
 
 class _Body:
@@ -203,6 +203,26 @@ class _Body:
             response.headers.get("content-range", ""),
             retry_after=retry_after(response.headers.get("retry-after")) if waits else None,
         )
+
+
+def _failed(step: Get, error: Exception) -> Reply:
+    if (refused := _certificate_refused(error)) is not None:
+        return Reply(step.url, error=refused, transient=False)  # a certificate does not change between tries
+    return Reply(step.url, error=_describe(error))
+
+
+def _certificate_refused(error: BaseException) -> str | None:
+    """What a TLS handshake refused, in our words, when the failure behind ``error`` is a certificate: the
+    index's not trusted, or ours missing or refused."""
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, ssl.SSLError):
+        cause = cause.__cause__ or cause.__context__
+    reason = (getattr(cause, "reason", None) or "").upper()
+    if "CERTIFICATE_VERIFY_FAILED" in reason:
+        return "TLS: the index's certificate is not trusted (pip's cert names the authorities to trust)"
+    if "CERTIFICATE" in reason and "ALERT" in reason:  # the server's alert: certificate required, bad, unknown
+        return f"TLS: the index refused our client certificate ({reason.lower()}; pip's client-cert names it)"
+    return None
 
 
 def _describe(error: Exception) -> str:

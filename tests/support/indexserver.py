@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import ssl
 import threading
 import time
 from collections import Counter
@@ -34,7 +35,8 @@ def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
 
 
 class IndexServer:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: serve https with this server context (one that asks for client certificates, say)."""
         self.directory = directory
         self.delays: dict[str, float] = {}  # wheel-name prefix -> seconds before the body is sent
         self.started: Counter[str] = Counter()
@@ -176,7 +178,12 @@ class IndexServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        if tls is not None:
+            # The handshake runs at accept: a client the context refuses (no certificate) never gets a request
+            # in; socketserver drops the failed accept and serves the next one.
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}/"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
