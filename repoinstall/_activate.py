@@ -64,7 +64,7 @@ def check_together(trees: Sequence[tuple[str, str]]) -> None:
                 raise TreesConflict(
                     f"{holder} and {label} cannot be used together: {holder} holds {project} {version}, "
                     f"{label} holds {project} {dist.version}, and the first on the path would shadow the other; "
-                    "ask for versions that agree, or use them in separate runs"
+                    "ask for versions that agree, or install them as one tree (--together, Repo.ensure_together)"
                 )
 
 

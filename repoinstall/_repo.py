@@ -159,6 +159,23 @@ class Repo:
                     outcomes[index] = outcome
         return _gathered([o for o in outcomes if o is not None], return_exceptions)
 
+    def ensure_together(self, specs: Iterable[Requested | str]) -> EnsureResult:
+        """Make sure one tree holds all of ``specs`` and their dependencies, resolved by the installer in one
+        go, so it holds one version of every distribution (trees ensured one by one may disagree: see
+        :class:`TreesConflict`). Each spec is chosen as :meth:`ensure_all` chooses it; the tree is keyed by
+        the set of chosen versions, so the same set in any order is one tree. Specs whose marker is false
+        here are left out; a set of one is that spec's own tree."""
+        from ._install.together import combined
+
+        requested = [_parsed(s) for s in specs]
+        chosen = [_raise(c) for c in _raise_bad_input(self._chooser.choose(requested))]
+        members = [(one, tid) for one, tid in zip(requested, chosen, strict=True) if tid is not None]
+        if not members:
+            raise InvalidInput("nothing to ensure together: every spec's marker is false here")
+        if len(members) == 1:
+            return self._ensure(*members[0])
+        return self._ensure(*combined(self.env, members))
+
     async def aensure(self, requested: Requested | str) -> EnsureResult:
         """:meth:`ensure` for asyncio. The lock-free check runs on the loop (a few small opens); resolution
         uses ``httpx.AsyncClient``; an install, with its lock waits, runs on a worker thread.

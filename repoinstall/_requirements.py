@@ -36,6 +36,8 @@ class Requested(NamedTuple):
     source: str = "command line"
     #: The full PEP 508 parse; ``None`` for a plain ``name[extras]==version``, which needs nothing more.
     requirement: Requirement | None = None
+    #: For a set installed together (see ``_install.together``): the pinned requirements it holds.
+    members: tuple[str, ...] = ()
 
     def pinned_version(self) -> Version | None:
         """The one version an ``==X`` or ``===X`` spec names, or ``None`` for a range."""

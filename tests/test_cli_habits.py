@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,39 +69,91 @@ def test_run_finds_a_trees_console_script_and_runs_it_with_this_interpreter(repo
         server.stop()
 
 
-def test_trees_holding_two_versions_of_one_distribution_are_refused_together(repo: Path, tmp_path: Path) -> None:
+@pytest.fixture
+def shadowing(tmp_path: Path) -> Iterator[IndexServer]:
+    """app-pkg needs lib-pkg>=1, so its own tree holds the newest, lib-pkg 2.0; strict-pkg needs lib-pkg==2.0."""
     from wheels import make_wheel
-
-    from repoinstall import InstallOptions, Repo, TreesConflict
 
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    make_wheel(wheels, "app-pkg", "1.0", requires=("lib-pkg==2.0",))
+    make_wheel(wheels, "app-pkg", "1.0", requires=("lib-pkg>=1",))
+    make_wheel(wheels, "strict-pkg", "1.0", requires=("lib-pkg==2.0",))
     for version in ("1.0", "2.0"):
         make_wheel(wheels, "lib-pkg", version)
     server = IndexServer(wheels).start()
-    try:
-        args = ["--repo", str(repo), "--no-index", "--find-links", server.url]
-        show = ["--", "python", "-c", "import lib_pkg; print(lib_pkg.VERSION)"]
-        # app-pkg's tree holds lib-pkg 2.0: with lib-pkg 1.0 beside it, the order given would decide silently.
-        for order in (["app-pkg==1.0", "lib-pkg==1.0"], ["lib-pkg==1.0", "app-pkg==1.0"]):
-            refused = run("run", *order, *args, *show)
-            assert refused.returncode == 2 and refused.stdout == "", refused
-            (line,) = [line for line in refused.stderr.splitlines() if line.startswith("repoinstall: error: ")]
-            assert "lib-pkg 1.0" in line and "lib-pkg 2.0" in line
-            assert all(spec in line for spec in order), line
-        agreeing = run("run", "app-pkg==1.0", "lib-pkg==2.0", *args, *show)
-        assert agreeing.returncode == 0 and agreeing.stdout == "2.0\n", agreeing
-        alone = run("run", "lib-pkg==1.0", *args, *show)
-        assert alone.returncode == 0 and alone.stdout == "1.0\n", alone
-        options = InstallOptions(find_links=(server.url,), no_index=True)
-        with Repo(repo, install=options) as store:
-            before = list(sys.path)
-            with pytest.raises(TreesConflict, match=r"lib-pkg 1\.0") as refused_api:
-                store.activate("app-pkg==1.0", "lib-pkg==1.0")
-            assert refused_api.value.exit_code == 2 and sys.path == before
-            with pytest.raises(TreesConflict):
-                store.call_isolated(["lib-pkg==1.0", "app-pkg==1.0"], "lib_pkg:version")
-            assert store.call_isolated(["app-pkg==1.0", "lib-pkg==2.0"], "lib_pkg:version") == ("2.0", [])
-    finally:
-        server.stop()
+    yield server
+    server.stop()
+
+
+def test_trees_holding_two_versions_of_one_distribution_are_refused_together(
+    repo: Path, shadowing: IndexServer
+) -> None:
+    from repoinstall import InstallOptions, Repo, TreesConflict
+
+    server = shadowing
+    args = ["--repo", str(repo), "--no-index", "--find-links", server.url]
+    show = ["--", "python", "-c", "import lib_pkg; print(lib_pkg.VERSION)"]
+    # app-pkg's tree holds lib-pkg 2.0: with lib-pkg 1.0 beside it, the order given would decide silently.
+    for order in (["app-pkg==1.0", "lib-pkg==1.0"], ["lib-pkg==1.0", "app-pkg==1.0"]):
+        refused = run("run", *order, *args, *show)
+        assert refused.returncode == 2 and refused.stdout == "", refused
+        (line,) = [line for line in refused.stderr.splitlines() if line.startswith("repoinstall: error: ")]
+        assert "lib-pkg 1.0" in line and "lib-pkg 2.0" in line
+        assert all(spec in line for spec in order), line
+    agreeing = run("run", "app-pkg==1.0", "lib-pkg==2.0", *args, *show)
+    assert agreeing.returncode == 0 and agreeing.stdout == "2.0\n", agreeing
+    alone = run("run", "lib-pkg==1.0", *args, *show)
+    assert alone.returncode == 0 and alone.stdout == "1.0\n", alone
+    options = InstallOptions(find_links=(server.url,), no_index=True)
+    with Repo(repo, install=options) as store:
+        before = list(sys.path)
+        with pytest.raises(TreesConflict, match=r"lib-pkg 1\.0") as refused_api:
+            store.activate("app-pkg==1.0", "lib-pkg==1.0")
+        assert refused_api.value.exit_code == 2 and sys.path == before
+        with pytest.raises(TreesConflict):
+            store.call_isolated(["lib-pkg==1.0", "app-pkg==1.0"], "lib_pkg:version")
+        assert store.call_isolated(["app-pkg==1.0", "lib-pkg==2.0"], "lib_pkg:version") == ("2.0", [])
+
+
+def test_a_set_installed_together_is_one_tree_keyed_by_the_set(repo: Path, shadowing: IndexServer) -> None:
+    from repoinstall import InstallOptions, Repo
+
+    args = ["--repo", str(repo), "--no-index", "--find-links", shadowing.url]
+    show = ["--", "python", "-c", "import app_pkg, lib_pkg; print(app_pkg.VERSION, lib_pkg.VERSION)"]
+    # Refused apart (app-pkg's own tree holds lib-pkg 2.0), they run as one tree together: lib-pkg 1.0 for both.
+    assert run("run", "app-pkg==1.0", "lib-pkg==1.0", *args, *show).returncode == 2
+    together = run("run", "--together", "app-pkg==1.0", "lib-pkg==1.0", *args, *show)
+    assert together.returncode == 0 and together.stdout == "1.0 1.0\n", together
+
+    def ensured(*specs: str) -> dict:
+        done = run("ensure", "--together", *specs, *args, "--json")
+        assert done.returncode == 0, done
+        (package,) = json.loads(done.stdout)["packages"]
+        return package
+
+    first = ensured("lib-pkg==1.0", "app-pkg==1.0")  # the same set in another order: the same tree
+    assert first["action"] == "present" and first["name"].startswith("together-") and first["version"] == "1"
+    other = ensured("app-pkg==1.0", "lib-pkg==2.0")  # another set: another tree
+    assert other["action"] == "installed" and other["path"] != first["path"]
+    human = run("ensure", "--together", "lib-pkg==1.0", "app-pkg==1.0", *args)
+    assert human.stdout == f"present    {first['name']}==1 (app-pkg==1.0, lib-pkg==1.0)  {first['path']}\n", human
+    with_uv = run("ensure", "--together", "--installer", "uv", "strict-pkg==1.0", "lib-pkg==2.0", *args, "--json")
+    assert with_uv.returncode == 0 and json.loads(with_uv.stdout)["packages"][0]["action"] == "installed", with_uv
+    assert not [page for page in shadowing.pages if page.startswith("together")]  # never asked of the index
+    # A set that cannot hold together fails as the installer says, and publishes nothing.
+    trees_before = sorted(p.name for p in Path(first["path"]).parent.parent.iterdir())
+    impossible = run("ensure", "--together", "strict-pkg==1.0", "lib-pkg==1.0", *args)
+    assert impossible.returncode == 1 and "pip failed" in impossible.stderr, impossible
+    assert sorted(p.name for p in Path(first["path"]).parent.parent.iterdir()) == trees_before
+    # A set tree is an ordinary tree to verify and repair: broken, it is reinstalled from its record.
+    (Path(first["path"]) / "lib_pkg" / "__init__.py").write_text("VERSION = 'tampered'\n")
+    assert run("verify", "--all", "--repo", str(repo)).returncode == 1
+    repaired = run("verify", "--all", "--repair", *args)
+    assert repaired.returncode == 0, repaired
+    assert run("verify", "--all", "--repo", str(repo)).returncode == 0
+    options = InstallOptions(find_links=(shadowing.url,), no_index=True)
+    with Repo(repo, install=options) as store:
+        result = store.ensure_together(["app-pkg==1.0", "lib-pkg==1.0"])
+        assert result.path == first["path"] and result.action == "present"
+        assert store.call_isolated([result], "lib_pkg:version") == ("1.0", [])
+        assert store.ensure_together(["lib-pkg==1.0"]).name == "lib-pkg"  # a set of one is that spec's tree

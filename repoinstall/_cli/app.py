@@ -15,7 +15,8 @@ from .. import _log
 from .._errors import RepoinstallError
 from .._repo import Repo
 from .._results import EnsureResult
-from .options import INSTALLING, LOCKING, OUTPUT, RESOLVING, Options, repo_path, takes
+from .._store.identity import is_set
+from .options import ENSURING, INSTALLING, LOCKING, OUTPUT, Options, repo_path, takes
 
 if TYPE_CHECKING:
     import logging
@@ -121,7 +122,11 @@ def _ensure_cli(
     try:
         path = repo_path(opts, announce=not silent)
         with Repo(path, on_event=progress, **opts.repo_settings()) as store:
-            outcomes = store.ensure_all(wanted, return_exceptions=True)
+            if opts.together and len(wanted) > 1:
+                outcomes = [_together(store, wanted)]
+                wanted = [wanted[0]._replace(text=" ".join(one.text for one in wanted))]
+            else:
+                outcomes = store.ensure_all(wanted, return_exceptions=True)
     except RepoinstallError as error:
         _fail(error)
     finally:
@@ -130,8 +135,18 @@ def _ensure_cli(
     return wanted, store.path, store.env, outcomes
 
 
+def _together(store: Repo, wanted: "list[Requested]") -> "EnsureResult | RepoinstallError":
+    """The set's one tree, or why it failed; bad input (exit 2) ends the command as it does for ensure_all."""
+    try:
+        return store.ensure_together(wanted)
+    except RepoinstallError as error:
+        if error.exit_code == 2:
+            raise
+        return error
+
+
 @app.command(epilog=EXIT_CODES)
-@takes(*OUTPUT, *LOCKING, *INSTALLING, *RESOLVING)
+@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING)
 def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Install what is missing (once, cluster-wide) and print where each tree is.
 
@@ -162,7 +177,8 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
                 typer.echo(f"skipped    {result.requirement} (marker is false)")
             else:
                 extras = f"[{','.join(result.extras)}]" if result.extras else ""
-                typer.echo(f"{result.action:<10} {result.name}{extras}=={result.version}  {result.path}")
+                members = f" ({', '.join(result.requirement.split())})" if is_set(result.name) else ""
+                typer.echo(f"{result.action:<10} {result.name}{extras}=={result.version}{members}  {result.path}")
     for _, failure in errors:
         typer.echo(f"repoinstall: error: {failure}", err=True)
     if errors:
@@ -175,7 +191,7 @@ _run_command: list[str] = []
 
 
 @app.command(epilog="Exit: the command's own code once it runs; 126/127 if it cannot be run; else as for ensure.")
-@takes("repo", "quiet", "verbose", *LOCKING, *INSTALLING, *RESOLVING)
+@takes("repo", "quiet", "verbose", *LOCKING, *INSTALLING, *ENSURING)
 def run(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Ensure SPECs, then run COMMAND (given after --) with their trees first on PYTHONPATH.
 

@@ -44,6 +44,7 @@ class Options(NamedTuple):
     refresh: bool = False
     pre: bool = False
     index_ttl: float = INDEX_TTL
+    together: bool = False
 
     def install_options(self) -> "InstallOptions":
         from .._options import InstallOptions
@@ -182,6 +183,13 @@ DECLARED: dict[str, Any] = {
             help="How long index answers cached on the volume stay fresh (0: always ask).",
         ),
     ],
+    "together": Annotated[
+        bool,
+        typer.Option(
+            "--together",
+            help="Install the SPECs as one tree, their dependencies resolved in one go: one version of each.",
+        ),
+    ],
 }
 
 #: The sets commands take.
@@ -198,6 +206,7 @@ INSTALLING = (
     "constraint",
 )
 RESOLVING = ("jobs", "refresh", "pre", "index_ttl")
+ENSURING = (*RESOLVING, "together")
 
 F = TypeVar("F", bound=Callable[..., None])
 

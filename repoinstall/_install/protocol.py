@@ -40,6 +40,7 @@ def ensure_tree(
     """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took."""
     from .backends.run import install
     from .staging import Staging
+    from .together import wheel
 
     clock = locks.clock
     # 1. Check, lock-free: a record AND the tree's METADATA naming it mean installed. No lock, no network.
@@ -60,8 +61,10 @@ def ensure_tree(
         started = clock.now()
         # 4. Stage: a private dir under staging/ whose heartbeat keeps gc off it; nobody reads it.
         with Staging(layout, tid, locks.settings.heartbeat) as staging:
-            # 5. Install: the installer writes only into the staging dir (its TMPDIR too).
-            built = install(options or InstallOptions(), staging.target, requested, tid.pin, staging.tmp, str(tid))
+            # 5. Install: the installer writes only into the staging dir (its TMPDIR too). A set installed
+            #    together is its metapackage's wheel, written to the installer's scratch dir.
+            pin = staging.scratch_file(*wheel(tid, requested.members)) if requested.members else tid.pin
+            built = install(options or InstallOptions(), staging.target, requested, pin, staging.tmp, str(tid))
             # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash.
             entry = staging.verified_entry(requested.text, built)
             size = staging.size()

@@ -103,6 +103,17 @@ class Staging:
     def tmp(self) -> str:
         return os.path.join(self.path, TMP)
 
+    def scratch_file(self, name: str, data: bytes) -> str:
+        """Write ``name`` into the installer's scratch dir (through our descriptor, no link followed); its path."""
+        fd = _fs.open_dir(self._fd, (TMP,))
+        if fd is None:
+            raise InstallError(f"{self._tid}: its staging dir {self.path} lost its scratch dir")
+        try:
+            _fs.write_atomic(fd, name, data)
+        finally:
+            os.close(fd)
+        return os.path.join(self.tmp, name)
+
     def __enter__(self) -> Staging:
         root = self._layout.writable_fd()
         # Where the tree will be published must be usable before anything is installed: a file or symlink in the

@@ -29,6 +29,15 @@ _SEPARATORS = re.compile(r"[-_.]+")
 MAX_NAME_AND_LEAF = 196
 
 
+#: Project names of trees that hold a set installed together (see ``_install.together``).
+SET_PREFIX = "together-"
+
+
+def is_set(name: str) -> bool:
+    """Whether a tree's project name is that of a set installed together."""
+    return name.startswith(SET_PREFIX)
+
+
 def canonical_name(name: str) -> str:
     """PEP 503's normalized name (what ``packaging.utils.canonicalize_name`` returns; a test compares them).
 
