@@ -124,6 +124,7 @@ def _ensure_cli(
         with Repo(path, on_event=progress, **opts.repo_settings()) as store:
             if opts.together and len(wanted) > 1:
                 outcomes = [_together(store, wanted)]
+                # One outcome for the set: what was asked, as one entry, is every spec.
                 wanted = [wanted[0]._replace(text=" ".join(one.text for one in wanted))]
             else:
                 outcomes = store.ensure_all(wanted, return_exceptions=True)
@@ -205,7 +206,7 @@ def run(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) ->
         if isinstance(outcome, RepoinstallError):
             _fail(outcome)
     labelled = [(o.requirement, o.path) for o in outcomes if isinstance(o, EnsureResult) and o.path is not None]
-    if len(labelled) > 1:
+    if len(labelled) > 1:  # one tree cannot disagree with itself: _activate stays unimported
         from .._activate import check_together
 
         try:
