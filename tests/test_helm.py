@@ -114,6 +114,9 @@ def test_init_container_command_mounts_and_security() -> None:
     assert volumes["repoinstall-repo"]["persistentVolumeClaim"]["claimName"] == "shared-nfs"
     assert {"tmp", "repoinstall-tmp"} <= set(volumes)  # the workload's own tmp volume and ours do not clash
     assert not of_kind(documents, "PersistentVolumeClaim")  # an existing claim is used, none created
+    assert "--together" not in init["args"]
+    (together,) = of_kind(render({"requirements": ["a==1", "b==2"], "install": {"together": True}}), "Job")
+    assert together["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "--together"
     single = render(VALUE_SETS["single node"])
     assert not of_kind(single, "Job")
     assert of_kind(single, "PersistentVolumeClaim")[0]["spec"]["accessModes"] == ["ReadWriteMany"]

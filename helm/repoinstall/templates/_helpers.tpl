@@ -65,6 +65,9 @@ here: they come from a Secret through the environment (PIP_INDEX_URL, NETRC).
 - --extra-index-url
 - {{ . | quote }}
 {{- end }}
+{{- if .Values.install.together }}
+- --together
+{{- end }}
 {{- end }}
 
 {{- define "repoinstall.env" -}}
