@@ -140,6 +140,12 @@ def test_a_set_installed_together_is_one_tree_keyed_by_the_set(repo: Path, shado
     with_uv = run("ensure", "--together", "--installer", "uv", "strict-pkg==1.0", "lib-pkg==2.0", *args, "--json")
     assert with_uv.returncode == 0 and json.loads(with_uv.stdout)["packages"][0]["action"] == "installed", with_uv
     assert not [page for page in shadowing.pages if page.startswith("together")]  # never asked of the index
+    listed = run("list", "--repo", str(repo))
+    assert f"{first['name']}==1 (app-pkg==1.0, lib-pkg==1.0)  " in listed.stdout, listed
+    trees = json.loads(run("list", "--repo", str(repo), "--json").stdout)["trees"]
+    assert {"name": first["name"], "requirement": "app-pkg==1.0 lib-pkg==1.0"}.items() <= next(
+        tree for tree in trees if tree["name"] == first["name"]
+    ).items()
     # A set that cannot hold together fails as the installer says, and publishes nothing.
     trees_before = sorted(p.name for p in Path(first["path"]).parent.parent.iterdir())
     impossible = run("ensure", "--together", "strict-pkg==1.0", "lib-pkg==1.0", *args)

@@ -136,6 +136,11 @@ def _ensure_cli(
     return wanted, store.path, store.env, outcomes
 
 
+def _set_members(name: str, requirement: str) -> str:
+    """`` (a==1, b==2)`` after the name of a tree that holds a set installed together, else nothing."""
+    return f" ({', '.join(requirement.split())})" if is_set(name) else ""
+
+
 def _together(store: Repo, wanted: "list[Requested]") -> "EnsureResult | RepoinstallError":
     """The set's one tree, or why it failed; bad input (exit 2) ends the command as it does for ensure_all."""
     try:
@@ -178,7 +183,7 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
                 typer.echo(f"skipped    {result.requirement} (marker is false)")
             else:
                 extras = f"[{','.join(result.extras)}]" if result.extras else ""
-                members = f" ({', '.join(result.requirement.split())})" if is_set(result.name) else ""
+                members = _set_members(result.name, result.requirement)
                 typer.echo(f"{result.action:<10} {result.name}{extras}=={result.version}{members}  {result.path}")
     for _, failure in errors:
         typer.echo(f"repoinstall: error: {failure}", err=True)
@@ -426,6 +431,7 @@ def list_(*, opts: Options) -> None:
             "name": record.name,
             "version": record.version,
             "extras": list(record.extras),
+            "requirement": record.requirement,
             "env": record.env,
             "installed_at": record.installed_at,
             "installer": record.installer,
@@ -437,9 +443,10 @@ def list_(*, opts: Options) -> None:
     if opts.as_json:
         _print_json({"repo": root, "trees": rows})
         return
-    for row in rows:
-        extras = f"[{','.join(row['extras'])}]" if row["extras"] else ""
-        typer.echo(f"{row['name']}{extras}=={row['version']}  {row['env']}  {row['installed_at']}  {row['path']}")
+    for record, path in records:
+        extras = f"[{','.join(record.extras)}]" if record.extras else ""
+        tree = f"{record.name}{extras}=={record.version}{_set_members(record.name, record.requirement)}"
+        typer.echo(f"{tree}  {record.env}  {record.installed_at}  {path}")
 
 
 def _terminated(signum: int, frame: object) -> None:
