@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,7 @@ def in_guest(quick: bool, pods: int) -> None:
         index.stop()
         for client in clients:
             subprocess.run(["umount", "-l", str(client)], check=False)
+        shutil.rmtree(work, ignore_errors=True)  # the guest's /tmp is the host's
 
 
 def waiting_cost(clients: list[Path], quick: bool) -> None:

@@ -157,6 +157,19 @@ def test_a_set_installed_together_is_one_tree_keyed_by_the_set(repo: Path, shado
     repaired = run("verify", "--all", "--repair", *args)
     assert repaired.returncode == 0, repaired
     assert run("verify", "--all", "--repo", str(repo)).returncode == 0
+    # Its members come from its metapackage's METADATA, or from its record when that METADATA is gone; a
+    # re-record keeps them, so a later repair still knows the set.
+    tree, name = Path(first["path"]), first["name"]
+    (record,) = repo.glob(f"records/*/{name}/1.json")
+    record.unlink()
+    assert run("verify", "--all", "--repair", *args).returncode == 0
+    (meta,) = tree.glob("together_*.dist-info")
+    (meta / "METADATA").unlink()
+    assert run("verify", "--all", "--repo", str(repo)).returncode == 1
+    assert run("verify", "--all", "--repair", *args).returncode == 0, "reinstalled from the record's members"
+    assert run("verify", "--all", "--repo", str(repo)).returncode == 0
+    listed_again = json.loads(run("list", "--repo", str(repo), "--json").stdout)["trees"]
+    assert next(t for t in listed_again if t["name"] == name)["requirement"] == "app-pkg==1.0 lib-pkg==1.0"
     options = InstallOptions(find_links=(shadowing.url,), no_index=True)
     with Repo(repo, install=options) as store:
         result = store.ensure_together(["app-pkg==1.0", "lib-pkg==1.0"])

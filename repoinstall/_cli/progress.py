@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 _FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 #: The console the live line is drawn on while installs run, so log lines go above it instead of through it.
+#: One Progress per command sets it and clears it; a log line racing close() prints through a stopped console,
+#: which prints it plainly: no guard needed.
 _drawing: Console | None = None
 
 
@@ -54,7 +56,7 @@ class Progress:
         live = Live(console=console, transient=True, refresh_per_second=8, get_renderable=self.render)
         with self._guard:
             if self._live is not None:
-                return
+                return  # two installs started at once: the first Live made is the one drawn
             self._live = live
         _drawing = console
         live.start()

@@ -10,21 +10,29 @@ order is one tree, and a different set another.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
 import zipfile
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from .._errors import InvalidInput
+from .._errors import InstallError, InvalidInput, RepoinstallError
 from .._requirements import Requested
+from .._store import fs as _fs
+from .._store import manifest as _manifest
+from .._store.dists import record_hash
 from .._store.identity import SET_PREFIX, TreeId
+from .._store.metadata import dist_info_name
+
+if TYPE_CHECKING:
+    from .._store.layout import Layout
 
 # SET_PREFIX names set trees; the digest makes a clash with a real project's name a non-issue, and the wheel is
 # installed by path, so an index that serves such a name is never asked for it.
 _VERSION = Version("1")
+_REQUIRES = "Requires-Dist: "
 
 
 def combined(env: str, members: Sequence[tuple[Requested, TreeId]]) -> tuple[Requested, TreeId]:
@@ -39,7 +47,38 @@ def combined(env: str, members: Sequence[tuple[Requested, TreeId]]) -> tuple[Req
         raise InvalidInput(f"{twice} is asked for twice in one set: a tree holds one version of it")
     key = "\n".join(sorted(f"{tid.name}=={tid.leaf}" for _, tid in members))
     tid = TreeId(env, SET_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:16], _VERSION)
-    return Requested(" ".join(pins), tid.name, (), _VERSION, source="together", members=pins), tid
+    return _request(tid, pins, "together"), tid
+
+
+def recorded(layout: Layout, tid: TreeId) -> Requested:
+    """What the set tree ``tid`` holds, for re-recording or reinstalling it: the ``Requires-Dist`` lines of its
+    metapackage's METADATA, or, when those are damaged, its record's requirement."""
+    metadata = _fs.read_file(
+        layout.existing_fd(), (*layout.tree_dir(tid), tid.leaf, dist_info_name(tid.name, tid.version_text), "METADATA")
+    )
+    declared = tuple(
+        line[len(_REQUIRES) :].strip()
+        for line in (metadata or b"").decode("utf-8", "replace").splitlines()
+        if line.startswith(_REQUIRES)
+    )
+    record = _manifest.read(layout, tid)
+    for pins in (declared, tuple(record.requirement.split()) if record is not None else ()):
+        if _pinned(pins):
+            return _request(tid, pins, "repair")
+    raise InstallError(f"{tid}: neither its METADATA nor its record says which set it holds; ensure the set again")
+
+
+def _pinned(pins: tuple[str, ...]) -> bool:
+    from .._requirements import parse_spec
+
+    try:
+        return len(pins) > 1 and all(parse_spec(pin, source="repair").pinned for pin in pins)
+    except RepoinstallError:
+        return False
+
+
+def _request(tid: TreeId, pins: tuple[str, ...], source: str) -> Requested:
+    return Requested(" ".join(pins), tid.name, (), tid.version, source=source, members=pins)
 
 
 def wheel(tid: TreeId, members: Sequence[str]) -> tuple[str, bytes]:
@@ -51,20 +90,16 @@ def wheel(tid: TreeId, members: Sequence[str]) -> tuple[str, bytes]:
         f"Name: {tid.name}",
         f"Version: {tid.version_text}",
         "Summary: installed together by repoinstall: " + ", ".join(members),
-        *(f"Requires-Dist: {member}" for member in members),
+        *(f"{_REQUIRES}{member}" for member in members),
     ]
     files = {
         f"{dist_info}/METADATA": ("\n".join(metadata) + "\n\n").encode(),
         f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: repoinstall\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
-    record = [f"{path},sha256={_digest(data)},{len(data)}" for path, data in files.items()]
+    record = [f"{path},sha256={record_hash(hashlib.sha256(data).digest())},{len(data)}" for path, data in files.items()]
     files[f"{dist_info}/RECORD"] = ("\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n").encode()
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name, data in files.items():
             archive.writestr(name, data)
     return f"{module}-{tid.version_text}-py3-none-any.whl", buffer.getvalue()
-
-
-def _digest(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()

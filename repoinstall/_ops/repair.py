@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._errors import InstallError, RepoinstallError
+from .._errors import InstallError
 from .._store.check import check
 from .._store.tree import record_existing, set_aside
 from .verify import CHANGED, MISSING, UNRECORDED, verify
 
 if TYPE_CHECKING:
     from .._options import InstallOptions
-    from .._requirements import Requested
     from .._store.identity import TreeId
     from .._store.layout import Layout
     from .._store.lock import TreeLocks
@@ -20,39 +19,24 @@ if TYPE_CHECKING:
 def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None, tid: TreeId, env: str) -> str:
     """Re-record a whole tree or reinstall a broken one: "ok", "re-recorded" or "reinstalled"."""
     from .._install.protocol import ensure_tree
+    from .._install.together import recorded
     from .._requirements import parse_spec
     from .._store.identity import is_set
 
     if tid.env != env:
         raise InstallError(f"{tid} ({tid.env}): built for another environment; repair it there")
-    requested = parse_spec(tid.pin, source="repair")
     with locks.hold(tid):
         report = verify(layout, tid)  # again: a peer may have repaired it while we waited for the lock
         if report.ok or (report.status == MISSING and "not installed" in report.notes):
             return "ok"  # whole, or nothing was ever published here
+        # A set's members, read before setting it aside takes its METADATA and record away.
+        requested = recorded(layout, tid) if is_set(tid.name) else parse_spec(tid.pin, source="repair")
         if report.status in (UNRECORDED, CHANGED) and not report.problems:
             # Every file checks out; only the record is missing or stale.
             status = check(layout, tid)
-            if status.dist_info is not None and record_existing(layout, tid.pin, tid, status.dist_info):
+            if status.dist_info is not None and record_existing(layout, requested.text, tid, status.dist_info):
                 return "re-recorded"
-        if is_set(tid.name):
-            requested = _set_request(layout, tid)  # from its record, before setting it aside removes that
         set_aside(layout, tid)  # record first: from here the tree is missing, never seen half-removed
     # The ordinary protocol reinstalls it (a peer that gets there first saves us the work).
     ensure_tree(layout, locks, options, requested, tid)
     return "reinstalled"
-
-
-def _set_request(layout: Layout, tid: TreeId) -> Requested:
-    """What a set installed together asked for, as its record says (its members' pins, space-separated)."""
-    from .._requirements import Requested, parse_spec
-
-    record = check(layout, tid).record
-    pins = tuple(record.requirement.split()) if record is not None else ()
-    try:
-        members = [parse_spec(pin, source="repair") for pin in pins]
-    except RepoinstallError:
-        members = []
-    if len(members) < 2 or any(member.pinned is None for member in members):
-        raise InstallError(f"{tid}: its record no longer says which set it holds; ensure the set again together")
-    return Requested(" ".join(pins), tid.name, (), tid.version, source="repair", members=pins)

@@ -180,5 +180,9 @@ def _matches(dir_fd: int, name: str, hash_field: str, size_field: str) -> bool:
         return False
     finally:
         os.close(fd)
-    actual = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
-    return actual == expected and (not size_field or size_field == str(size))
+    return record_hash(digest.digest()) == expected and (not size_field or size_field == str(size))
+
+
+def record_hash(digest: bytes) -> str:
+    """A digest as RECORD writes it: urlsafe base64 without padding (after ``sha256=``)."""
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")

@@ -29,13 +29,15 @@ _SEPARATORS = re.compile(r"[-_.]+")
 MAX_NAME_AND_LEAF = 196
 
 
-#: Project names of trees that hold a set installed together (see ``_install.together``).
+#: Project names of trees that hold a set installed together (see ``_install.together``): the prefix and 16 hex
+#: digits of the set's digest. Only that exact shape counts, so a real project named ``together-...`` is not one.
 SET_PREFIX = "together-"
+_SET_NAME = re.compile(rf"^{SET_PREFIX}[0-9a-f]{{16}}$")
 
 
 def is_set(name: str) -> bool:
     """Whether a tree's project name is that of a set installed together."""
-    return name.startswith(SET_PREFIX)
+    return _SET_NAME.match(name) is not None
 
 
 def canonical_name(name: str) -> str:
