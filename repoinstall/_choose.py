@@ -105,6 +105,9 @@ class Chooser:
         return offline.tid
 
     def _installed_match(self, requested: Requested) -> TreeId | None:
+        return self._layout.retrying(self._highest_installed, requested)
+
+    def _highest_installed(self, requested: Requested) -> TreeId | None:
         # The highest installed version the spec admits, by the same rule as the index: pip's pre-release rule.
         found = {
             tid.version: tid

@@ -263,7 +263,11 @@ class Repo:
         self._emit(Event("start", str(tid)))
         started = time.monotonic()
         with os_errors(self._layout.root, tid):
-            outcome = ensure_tree(self._layout, self._tree_locks(), self._install_options, requested, tid)
+            # A handle gone stale mid-protocol (another NFS client replaced what it named) unwinds this run like a
+            # crash would (staging removed, lock released) and runs the protocol again from fresh lookups.
+            outcome = self._layout.retrying(
+                ensure_tree, self._layout, self._tree_locks(), self._install_options, requested, tid
+            )
         seconds = time.monotonic() - started
         self._emit(Event("done", str(tid), outcome.action, seconds))
         size = f", {outcome.size / 1e6:.1f} MB" if outcome.size else ""
@@ -387,8 +391,8 @@ class Repo:
         if wanted:
             tids = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None]
         else:
-            tids = every_tree(self._layout)
-        return [verify(self._layout, tid) for tid in tids]
+            tids = self._layout.retrying(every_tree, self._layout)
+        return [self._layout.retrying(verify, self._layout, tid) for tid in tids]
 
     def repair(self, report: TreeReport) -> str:
         """Fix what ``verify`` found, under the tree's lock: re-record a whole tree or reinstall a broken one."""
@@ -397,14 +401,16 @@ class Repo:
         if report.ok:
             return "ok"
         with os_errors(self._layout.root, report.tid):
-            return repair_tree(self._layout, self._tree_locks(), self._install_options, report.tid, self.env)
+            return self._layout.retrying(
+                repair_tree, self._layout, self._tree_locks(), self._install_options, report.tid, self.env
+            )
 
     def locks(self) -> list[LockInfo]:
         """Every install lock in the repo: holder, heartbeat age, stale by this repo's ``stale_after``."""
         from ._ops.lockinfo import list_locks
 
         self._layout.existing_fd()
-        return list_locks(self._layout, self.settings.stale_after)
+        return self._layout.retrying(list_locks, self._layout, self.settings.stale_after)
 
     def gc(
         self, *, older_than: float = GC_OLDER_THAN, unused_for: float | None = None, dry_run: bool = False
@@ -414,22 +420,25 @@ class Repo:
         from ._ops.gc import Collector
 
         self._layout.existing_fd()
-        return Collector(
+        collector = Collector(
             self._layout, self.env, self.settings, older_than=older_than, unused_for=unused_for, dry_run=dry_run
-        ).run()
+        )
+        # Every removal is proven safe on its own and set aside before it is deleted, so a second pass after a
+        # stale handle removes only what is still there to remove.
+        return self._layout.retrying(collector.run)
 
     def doctor(self) -> list[Finding]:
         """Probe the repo's filesystem for what repoinstall relies on."""
         from ._ops.doctor import probe
 
         self._layout.existing_fd()  # probes an existing directory; ensure is what creates a repo
-        return probe(self._layout, self.settings)
+        return self._layout.retrying(probe, self._layout, self.settings)
 
     def list(self) -> list[tuple[TreeEntry, str]]:
         """Every recorded tree in the repo, all environments, with its path."""
         from ._ops.listing import installed
 
-        return installed(self._layout)
+        return self._layout.retrying(installed, self._layout)
 
 
 def _parsed(requested: Requested | str) -> Requested:

@@ -43,8 +43,10 @@ def ensure_tree(
     from .together import wheel
 
     clock = locks.clock
-    # 1. Check, lock-free: a record AND the tree's METADATA naming it mean installed. No lock, no network.
-    if in_use(layout, tid):
+    # 1. Check, lock-free: a record AND the tree's METADATA naming it mean installed. No lock, no network. Then
+    #    as the server has it now: an NFS client may still hold "missing" from before a peer published, or have
+    #    looked below a handle another client replaced (which can read as "missing" rather than ESTALE).
+    if in_use(layout, tid) or in_use(layout, tid, fresh=True):
         return Outcome("present")
     # 2. Lock, per tree: it only saves duplicate work. A peer's publish ends our wait at once (the tree is
     #    there); where no lock can be had, we go on without one, which stays correct (step 7).
@@ -63,11 +65,18 @@ def ensure_tree(
         with Staging(layout, tid, locks.settings.heartbeat) as staging:
             # 5. Install: the installer writes only into the staging dir (its TMPDIR too). A set installed
             #    together is its metapackage's wheel, written to the installer's scratch dir.
-            pin = staging.scratch_file(*wheel(tid, requested.members)) if requested.members else tid.pin
-            built = install(options or InstallOptions(), staging.target, requested, pin, staging.tmp, str(tid))
-            # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash.
-            entry = staging.verified_entry(requested.text, built)
-            size = staging.size()
+            try:
+                pin = staging.scratch_file(*wheel(tid, requested.members)) if requested.members else tid.pin
+                built = install(options or InstallOptions(), staging.target, requested, pin, staging.tmp, str(tid))
+                # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash.
+                entry = staging.verified_entry(requested.text, built)
+                size = staging.size()
+            except InstallError:
+                # An installer (or a check) that failed because our staging dir was taken from under it is no
+                # verdict on the package: ESTALE, and the protocol runs again in a new staging dir.
+                if staging.lost():
+                    raise staging.lost_error() from None
+                raise
             # 7. Publish: the rename is the commit point; it never replaces what is there. After a lost lease
             #    a peer may be publishing this very tree: if anything is at its path, theirs stands.
             taken = held.lease_lost and check(layout, tid, fresh=True).state is not State.MISSING

@@ -10,6 +10,7 @@ heartbeat stopped for the stale threshold (anywhere else). ``--no-lock`` install
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import threading
@@ -207,20 +208,37 @@ class Staging:
             except FileNotFoundError:
                 here = None
             if here is None or (here.st_dev, here.st_ino) != self._identity:
-                raise InstallError(
-                    f"{self._tid}: its staging dir {self.path} was removed while installing (by gc?); nothing published"
-                )
+                raise self.lost_error()
             assert parent is not None
             try:
                 return publish(parent, f"{self.name}/{TREE}", trees, self._tid.leaf)
             except FileNotFoundError:
-                raise InstallError(
-                    f"{self._tid}: its staging dir {self.path} was removed while installing (by gc?); nothing published"
-                ) from None
+                raise self.lost_error() from None
         finally:
             os.close(trees)
             if parent is not None:
                 os.close(parent)
+
+    def lost(self) -> bool:
+        """Whether our staging dir is no longer at its path as we made it: removed or replaced (by gc, an operator,
+        or another NFS client), so whatever the installer wrote may be anywhere. As the server has it now."""
+        root = self._layout.root_fd()
+        parent = None if root is None else _fs.open_dir(root, self.parts)
+        if parent is None:
+            return True
+        try:
+            here = os.stat(self.name, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            return True
+        finally:
+            os.close(parent)
+        return (here.st_dev, here.st_ino) != self._identity
+
+    def lost_error(self) -> OSError:
+        """What an install whose staging dir was lost raises: ESTALE, the handle we held names nothing now, so the
+        protocol runs again from the start in a new staging dir (see :meth:`Layout.retrying`). Nothing was
+        published from the lost one."""
+        return OSError(errno.ESTALE, "its staging dir was removed or replaced while installing", self.path)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()

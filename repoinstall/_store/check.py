@@ -35,8 +35,14 @@ def check(layout: Layout, tid: TreeId, *, fresh: bool = False) -> Status:
 
     About five small opens, none of them below a symlink, whatever the size of the repo. ``fresh``: as the
     server has it now, even on an NFS client that recently saw the tree missing (two more opens); for the looks
-    that decide whether to install, whose "missing" must not come from a client cache.
+    that decide whether to install, whose "missing" must not come from a client cache. A handle that went stale
+    on the way (another NFS client replaced the repo, a tree or a record) is looked up again: never "missing"
+    because of it.
     """
+    return layout.retrying(_check, layout, tid, fresh)
+
+
+def _check(layout: Layout, tid: TreeId, fresh: bool) -> Status:
     trees = layout.env_fd(TREES, tid.env, fresh=fresh)
     if trees is None:
         return Status(State.MISSING)
@@ -103,6 +109,9 @@ class Appeared:
         self._root_watch = _fs.DirWatch()
 
     def __call__(self) -> bool:
+        return self._layout.retrying(self._look)
+
+    def _look(self) -> bool:
         tid = self._tid
         trees = self._layout.env_fd(TREES, tid.env)
         if trees is None:
@@ -124,11 +133,11 @@ class Appeared:
         return present(self._layout, tid, fresh=True)
 
 
-def in_use(layout: Layout, tid: TreeId) -> bool:
+def in_use(layout: Layout, tid: TreeId, *, fresh: bool = False) -> bool:
     """:func:`present`, and if so noted as just used (at most one small write an hour), for gc ``--unused-for``."""
-    if not present(layout, tid):
+    if not present(layout, tid, fresh=fresh):
         return False
     import time
 
-    _manifest.mark_used(layout, tid, time.time())
+    layout.retrying(_manifest.mark_used, layout, tid, time.time())
     return True

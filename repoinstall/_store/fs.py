@@ -23,10 +23,21 @@ LOOKUP_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: O_NONBLOCK: opening a FIFO planted where a file belongs returns at once instead of waiting for a writer.
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 #: What an open reports when a component is missing, is a symlink (ELOOP), or is a file where a directory is due.
-_ABSENT = frozenset({errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.ESTALE})
+#: Not ESTALE: a stale handle says nothing about the name, only that a handle we held was replaced or removed on
+#: the server (by another client); it is looked up again from a good handle (see :func:`stale`).
+_ABSENT = frozenset({errno.ENOENT, errno.ELOOP, errno.ENOTDIR})
+#: How many times a name whose handle went stale is looked up again before the error stands. The kernel retries a
+#: path walk once with revalidation (LOOKUP_REVAL); a peer that keeps replacing the name may need another.
+STALE_LOOKUPS = 3
 #: Group-writable, so pods with different UIDs that share an fsGroup can all use the repo.
 DIR_MODE = 0o2775
 FILE_MODE = 0o664
+
+
+def stale(error: BaseException) -> bool:
+    """Whether ``error`` is ESTALE: a file handle this NFS client held names an object the server no longer has,
+    because another client replaced or removed it. The name may well exist again: look it up afresh."""
+    return isinstance(error, OSError) and error.errno == errno.ESTALE
 
 
 def revalidate(dir_fd: int) -> None:
@@ -63,6 +74,8 @@ def fresh_mtime_ns(dir_fd: int, name: str) -> int | None:
             return None
         try:
             return os.fstat(fd).st_mtime_ns
+        except OSError:
+            return None  # replaced or removed by another client since the open (ESTALE): not there as it was
         finally:
             os.close(fd)
     import ctypes
@@ -124,14 +137,27 @@ def read_file(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22, *, lookup
     if parent is None:
         return None
     try:
-        fd = os.open(parts[-1], FILE_FLAGS, dir_fd=parent)
+        # A file replaced (write_atomic's rename) or removed by another NFS client between our open and our read
+        # reads as ESTALE: look its name up again from the parent, a handle that is still good, as the kernel does.
+        for attempt in range(STALE_LOOKUPS):
+            try:
+                return _read_regular(parent, parts[-1], limit)
+            except OSError as error:
+                if not stale(error) or attempt == STALE_LOOKUPS - 1:
+                    raise
+        raise AssertionError("unreachable")
+    finally:
+        if parent != dir_fd:
+            os.close(parent)
+
+
+def _read_regular(parent: int, name: str, limit: int) -> bytes | None:
+    try:
+        fd = os.open(name, FILE_FLAGS, dir_fd=parent)
     except OSError as error:
         if error.errno in _ABSENT or error.errno == errno.ENXIO:
             return None
         raise
-    finally:
-        if parent != dir_fd:
-            os.close(parent)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

@@ -16,6 +16,8 @@ import errno
 import os
 import stat
 import threading
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from .._errors import RepoUnusable
 from . import fs as _fs
@@ -38,6 +40,9 @@ OWNER_SUFFIX = ".owner"
 #: Beside a record: its mtime says when the tree was last ensured (refreshed at most hourly).
 USED_SUFFIX = ".used"
 
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 #: What a repo holds at its top; a directory with other entries and none of these is not a repo.
 _TOP = frozenset({TREES, RECORDS, LOCKS, STAGING, TRASH, CACHE})
@@ -70,6 +75,8 @@ class Layout:
         self.root = path
         self._fd: int | None = None
         self._env_fds: dict[tuple[str, str], int] = {}
+        #: Handles dropped by :meth:`forget`, closed only by :meth:`close`: another thread may be using one now.
+        self._retired: list[int] = []
         self._guard = threading.Lock()
 
     def root_fd(self, *, create: bool = False) -> int | None:
@@ -100,12 +107,17 @@ class Layout:
         """The root's descriptor for a command that reads a repo (verify, list, locks, gc, doctor): never created,
         and :class:`RepoUnusable` if it is missing or a directory that is not a repo (so a mistyped --repo is
         named, not reported as an empty repo)."""
+        return self.retrying(self._existing_fd)
+
+    def _existing_fd(self) -> int:
         fd = self.root_fd()
         if fd is None:
             raise RepoUnusable(f"repo {self.root} does not exist (ensure creates it)")
         try:
             entries = os.listdir(fd)
         except OSError as error:
+            if _fs.stale(error):
+                raise  # the repo was replaced under a handle we kept: looked up again by retrying
             raise RepoUnusable(f"repo {self.root}: cannot be listed: {error.strerror}") from None
         if entries and not any(name in _TOP for name in entries):
             raise RepoUnusable(f"{self.root} is not a repoinstall repo (it has no {'/, '.join(sorted(_TOP))}/)")
@@ -117,6 +129,12 @@ class Layout:
         assert fd is not None
         # Relative to the open root and with effective ids: what this process can do there, whatever the
         # permissions of the directories above it.
+        if not os.access(".", os.W_OK, dir_fd=fd, effective_ids=True):
+            # access() says False for a handle gone stale too (the repo replaced by another client): ask again of
+            # the repo as a fresh lookup finds it before refusing.
+            self.forget()
+            fd = self.root_fd(create=True)
+            assert fd is not None
         if not os.access(".", os.W_OK, dir_fd=fd, effective_ids=True):
             if read_only_filesystem(self.root):
                 raise RepoUnusable(f"repo {self.root} is read-only: cannot install missing packages here")
@@ -143,12 +161,46 @@ class Layout:
         return fd
 
     def close(self) -> None:
-        for fd in self._env_fds.values():
+        for fd in [*self._env_fds.values(), *self._retired]:
             os.close(fd)
         self._env_fds.clear()
+        self._retired.clear()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def forget(self) -> None:
+        """Drop the handles this layout keeps (the root's, the env directories'): the next use looks the root up
+        again by its path, from the mount. After ESTALE, one of them may name a directory another NFS client
+        replaced or removed (a repo restored from a copy, say); a fresh lookup finds what is there now.
+
+        Not closed here: another thread may be in the middle of an ``openat`` on one of them, and a closed number
+        could be reused for an unrelated file before that call. They are closed with the layout."""
+        with self._guard:
+            self._retired.extend(self._env_fds.values())
+            self._env_fds.clear()
+            if self._fd is not None:
+                self._retired.append(self._fd)
+                self._fd = None
+
+    def retrying(self, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``work(*args, **kwargs)``, run again from fresh handles when a handle it used went stale (ESTALE), up to
+        :data:`fs.STALE_LOOKUPS` times, as the kernel looks a path up again when a cached handle is stale.
+
+        Only for work that may run again from its start: a read, a check, or a step of the install protocol,
+        which a crash may cut at any point anyway (the rename is the commit point), so a second run after an
+        unwound first one is what a restarted pod would do."""
+        for attempt in range(_fs.STALE_LOOKUPS):
+            try:
+                return work(*args, **kwargs)
+            except OSError as error:
+                if not _fs.stale(error) or attempt == _fs.STALE_LOOKUPS - 1:
+                    raise
+                from .. import _log
+
+                _log.logger().debug("%s: a handle went stale (%s); looking the repo up again", self.root, error)
+                self.forget()
+        raise AssertionError("unreachable")
 
     @staticmethod
     def tree_dir(tid: TreeId) -> tuple[str, ...]:
