@@ -71,16 +71,16 @@ class IndexCache:
     def _writable_dir(self) -> int | None:
         if self._layout is None:
             return None
+        layout = self._layout
         try:
-            return _fs.make_dirs(self._layout.writable_fd(), CACHE_DIR, self._layout.root)
+            return layout.retrying(lambda: _fs.make_dirs(layout.writable_fd(), CACHE_DIR, layout.root))
         except (OSError, RepoinstallError):
             return None  # a read-only or full repo: resolve without the cache
 
     def read(self, key: str, *, forever: bool = False) -> dict[str, object] | None:
         """The entry if it is there, readable and fresh (any age when ``forever``). Reading creates nothing."""
         try:
-            root = self._layout.root_fd() if self._layout is not None else None
-            data = _fs.read_file(root, (*CACHE_DIR, key + ".json")) if root is not None else None
+            data = self._layout.retrying(self._read, self._layout, key) if self._layout is not None else None
         except (OSError, RepoinstallError):
             return None
         try:
@@ -94,6 +94,11 @@ class IndexCache:
         if not forever and not -self.ttl < age < self.ttl:
             return None
         return entry
+
+    @staticmethod
+    def _read(layout: Layout, key: str) -> bytes | None:
+        root = layout.root_fd()
+        return _fs.read_file(root, (*CACHE_DIR, key + ".json")) if root is not None else None
 
     def write(self, key: str, entry: dict[str, object]) -> None:
         directory = self._writable_dir()
