@@ -543,13 +543,9 @@ def test_a_planted_owner_note_neither_blocks_nor_leads_outside(
     assert not _lock_info(repo, "adaptor-d")["held"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a waiter takes over a dead holder only after the holder's own --stale-after (filelock's lease in its "
-    "holder record), not its own as README says: a pod killed with --stale-after 12 blocks a waiter with "
-    "--stale-after 2 for 12 s ('locks --stale-after 2' shows it not stale either)",
-)
-def test_a_dead_holder_is_taken_over_within_the_waiters_stale_threshold(repo: Path, index: IndexServer) -> None:
+def test_a_dead_holder_is_taken_over_after_the_longer_of_both_stale_thresholds(repo: Path, index: IndexServer) -> None:
+    # A pod configured tighter (--stale-after 2) must not read a holder's slower heartbeat (--stale-after 12) as
+    # death: it waits the holder's own lease, recorded in its holder record, before it evicts it (README, "lock").
     index.delays["slow_pkg"] = 30.0
     downloads = index.downloads("slow_pkg")  # the server is the module's: count from here
     holder = start(
@@ -561,11 +557,18 @@ def test_a_dead_holder_is_taken_over_within_the_waiters_stale_threshold(repo: Pa
     finally:
         signal_group(holder, signal.SIGKILL)
         finish(holder)
+    killed = time.monotonic()
     index.delays["slow_pkg"] = 0.0
-    done = _ensure(repo, index, "slow-pkg==1.0", extra=("--wait-timeout", "6"))
+    early = _ensure(repo, index, "slow-pkg==1.0", extra=("--wait-timeout", "4"))
+    if time.monotonic() - killed < 12:  # a loaded machine may have used up the holder's lease already
+        assert early.returncode == 3, early.stderr
+        done = _ensure(repo, index, "slow-pkg==1.0", extra=("--wait-timeout", "60"))
+    else:
+        done = early
     _clean(done)
     assert done.returncode == 0, done.stderr
     assert actions(done.stdout) == ["installed"]
+    assert time.monotonic() - killed >= 12
 
 
 def test_a_fifo_where_a_projects_lock_directory_belongs_is_one_line(repo: Path, index: IndexServer) -> None:
