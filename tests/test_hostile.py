@@ -216,6 +216,42 @@ def test_a_file_or_symlink_in_place_of_a_lock_does_not_stop_the_other_specs(
     assert not (repo / "locks" / env / "adaptor-e" / "1.lock.rw").is_symlink()
 
 
+@pytest.mark.parametrize(
+    "where", ["records/<env>/<name> link", "records/<env>/<name> file", "the record's link", "locks/<env>/<name> link"]
+)
+def test_what_would_stop_the_record_or_the_lock_is_refused_before_installing(
+    repo: Path, index: IndexServer, tmp_path: Path, where: str
+) -> None:
+    _install(repo, index, "adaptor-a==1.0")
+    env = _env(repo)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "1.json").write_text("keep me")
+    kind, _, what = where.partition(" ")
+    if kind == "the":  # a symlink where adaptor-d's record would be written
+        (repo / "records" / env / "adaptor-d").mkdir()
+        in_the_way = repo / "records" / env / "adaptor-d" / "1.json"
+        in_the_way.symlink_to(outside / "1.json")
+    else:
+        in_the_way = repo / kind.replace("<env>", env).replace("<name>", "adaptor-d")
+        in_the_way.parent.mkdir(parents=True, exist_ok=True)
+        if what == "link":
+            in_the_way.symlink_to(outside, target_is_directory=True)
+        else:
+            in_the_way.write_text("in the way")
+    before = snapshot(outside)
+    done = run("ensure", "adaptor-d==1.0", "--repo", repo, "--no-index", "--find-links", index.url, *LOCK)
+    assert done.returncode == 2, done.stderr
+    said = "a regular file (a symlink or something else" if kind == "the" else "a directory (a symlink or file"
+    # One line and nothing else: no "installing", no installer run, nothing published, staged or locked.
+    assert done.stderr.splitlines() == [f"repoinstall: error: {in_the_way} is not {said} is in the way)"]
+    assert index.downloads("adaptor_d") == 0
+    assert not (repo / "trees" / env / "adaptor-d").exists()
+    assert not list((repo / "staging").glob("*/*")) and not list((repo / "trash").iterdir())
+    assert (repo / "locks" / env / "adaptor-d").is_symlink() or not (repo / "locks" / env / "adaptor-d").exists()
+    assert os.path.lexists(in_the_way) and snapshot(outside) == before  # left as it was, for a person to look at
+
+
 def _nest(top: Path, depth: int) -> None:
     """``top/d/d/.../d/bottom.txt``, ``depth`` levels, made one level at a time (pathlib and os.makedirs recurse)."""
     fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)

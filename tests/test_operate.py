@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -187,3 +188,94 @@ def test_garbage_heals_or_is_named(repo: Path, index: IndexServer) -> None:
         f"repoinstall: error: {repo / 'trees' / env / 'adaptor-e'} is not a directory (a symlink or file is in the way)"
     )
     assert snapshot(b) == healthy
+
+
+# ---- lock debris: specs that never install leave no lock, and gc removes what dead holders left --------------------
+
+
+def _below_locks(repo: Path) -> set[str]:
+    """The projects with anything in locks/<env>/ (their directories, lock states and notes)."""
+    return {p.relative_to(repo / "locks").parts[1] for p in (repo / "locks").glob("*/*")}
+
+
+def _last_sign_of_life(lock_dir: Path) -> float:
+    """The newest mtime in a project's lock directory: its lock state (log, holder records) and owner note."""
+    return max(p.lstat().st_mtime for p in [lock_dir, *lock_dir.rglob("*")])
+
+
+def test_specs_that_never_install_leave_no_lock_behind(repo: Path, index: IndexServer) -> None:
+    never = [f"not-on-the-index-{n}==1.0" for n in range(4)]
+    # Two pods at once, so a failing holder may have a peer waiting on it, or in its lock.
+    pods = [start(*ensure_args(repo, index.url, *never, "adaptor-a==1.0"), "--jobs", "3") for _ in range(2)]
+    for code, _, err in [finish(pod) for pod in pods]:
+        assert code == 1, err
+        assert len([line for line in err.splitlines() if line.startswith("repoinstall: error:")]) == 4, err
+        assert "lost the lock" not in err and "Traceback" not in err, err
+    # Only the installed tree's lock is left (gc's to remove once idle); nothing in staging/ or trash/.
+    assert _below_locks(repo) == {"adaptor-a"}
+    assert not list((repo / "staging").glob("*/*")) and not list((repo / "trash").iterdir())
+
+
+def test_gc_removes_a_dead_holders_lock_of_a_tree_never_published_once_stale_and_never_a_live_ones(
+    repo: Path, index: IndexServer
+) -> None:
+    lease = ["--stale-after", "8", "--heartbeat", "0.5"]
+    index.delays["slow_pkg"] = 60.0
+    index.delays["adaptor_d"] = 60.0
+    dead = start(*ensure_args(repo, index.url, "slow-pkg==1.0", fast=False), *lease)
+    live = start(*ensure_args(repo, index.url, "adaptor-d==1.0", fast=False), *lease)
+    index.wait_for_download("slow_pkg")
+    index.wait_for_download("adaptor_d")
+    wait_until(lambda: len(list((repo / "locks").rglob("*.owner"))) == 2, what="both holders' owner notes")
+    [env] = [p.name for p in (repo / "locks").iterdir()]
+    dead_lock, live_lock = repo / "locks" / env / "slow-pkg", repo / "locks" / env / "adaptor-d"
+    signal_group(dead, signal.SIGKILL)  # the holder and its pip, mid-install: the tree never appears
+    dead.wait()
+    gc = ["gc", "--repo", repo, "--older-than", "0", *lease, "--json"]
+
+    def locks_removed(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+        assert done.returncode == 0, done.stderr
+        return [r for r in json.loads(done.stdout)["removed"] if r["kind"] in ("lock", "note")]
+
+    # Not yet proven gone: its last heartbeat is younger than the stale threshold.
+    early = run(*gc)
+    assert time.time() - _last_sign_of_life(dead_lock) < 8, "gc ran too late to show it keeps a young lock"
+    assert locks_removed(early) == [] and (dead_lock / "1.lock.rw").is_dir()
+    wait_until(lambda: time.time() - _last_sign_of_life(dead_lock) > 8.5, what="the dead holder's lock to age")
+    # --dry-run lists it and removes nothing.
+    listed = locks_removed(run(*gc, "--dry-run"))
+    assert [(r["path"], r["done"]) for r in listed if r["kind"] == "lock"] == [(str(dead_lock / "1.lock.rw"), False)]
+    assert "never installed" in str(listed[0]["reason"]) and (dead_lock / "1.lock.rw").is_dir()
+    # Proven gone: its state, its owner note and its directory go; the live holder's lock stays, whole.
+    removed = locks_removed(run(*gc))
+    assert {(r["path"], r["done"]) for r in removed} == {
+        (str(dead_lock / "1.lock.rw"), True),
+        (str(dead_lock / "1.owner"), True),
+        (str(dead_lock), True),
+    }
+    assert not dead_lock.exists() and (live_lock / "1.lock.rw" / "holders").is_dir()
+    assert (live_lock / "1.owner").is_file() and live.poll() is None
+    assert "lost the lock" not in "".join(live.err)
+    signal_group(live, signal.SIGKILL)
+    live.wait()
+    index.delays.clear()
+    assert actions(run(*ensure_args(repo, index.url, "slow-pkg==1.0")).stdout) == ["installed"]
+
+
+def test_locks_spells_the_version_as_ensure_and_list_do(repo: Path, index: IndexServer) -> None:
+    index.delays["adaptor_a-1.0"] = 8.0
+    holder = start(*ensure_args(repo, index.url, "adaptor-a==1.0"))  # "1.0": its tree and lock are named "1"
+    index.wait_for_download("adaptor_a-1.0")
+    wait_until(lambda: any((repo / "locks").rglob("*.owner")), what="the holder's owner note")
+    [held] = json.loads(run("locks", "--repo", repo, "--json").stdout)["locks"]
+    assert held["held"] and held["tree"] == "adaptor-a==1.0" and held["path"].endswith("/adaptor-a/1.lock.rw")
+    assert run("locks", "--repo", repo).stdout.startswith("adaptor-a==1.0  ")
+    code, out, err = finish(holder)
+    assert code == 0, err
+    [package] = document(out)["packages"]
+    assert (package["name"], package["version"]) == ("adaptor-a", "1.0")
+    assert run("list", "--repo", repo).stdout.startswith("adaptor-a==1.0  ")
+    # Free now: named as its record spells it.
+    [free] = json.loads(run("locks", "--repo", repo, "--json").stdout)["locks"]
+    assert not free["held"] and free["tree"] == "adaptor-a==1.0"
+    assert run("locks", "--repo", repo).stdout.startswith("adaptor-a==1.0  ")

@@ -13,7 +13,7 @@ from .. import _log
 from .._errors import InstallError
 from .._options import InstallOptions
 from .._store import manifest as _manifest
-from .._store.check import Appeared, State, check, in_use, present
+from .._store.check import Appeared, State, check, in_use, missing, present
 from .._store.tree import adopt, clear_for_install
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ def ensure_tree(
 ) -> Outcome:
     """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took."""
     from .backends.run import install
+    from .preflight import refuse_obstacles
     from .staging import Staging
     from .together import wheel
 
@@ -49,8 +50,11 @@ def ensure_tree(
     if in_use(layout, tid) or in_use(layout, tid, fresh=True):
         return Outcome("present")
     # 2. Lock, per tree: it only saves duplicate work. A peer's publish ends our wait at once (the tree is
-    #    there); where no lock can be had, we go on without one, which stays correct (step 7).
-    with locks.hold(tid, ready=Appeared(layout, tid)) as held:
+    #    there); where no lock can be had, we go on without one, which stays correct (step 7). Before it, refuse
+    #    what would stop the install only after the installer ran (a symlink where the record goes): nothing is
+    #    created. A lock whose tree does not exist as we leave (we failed) goes with us, unless a peer is in it.
+    refuse_obstacles(layout, tid, locking=locks.settings.enabled)
+    with locks.hold(tid, ready=Appeared(layout, tid), gone=lambda: missing(layout, tid)) as held:
         if held.peer_finished:
             return Outcome("waited", held.waited)
         # 3. Check again inside the lock: a peer may have finished while we waited, so look as the server has

@@ -116,11 +116,8 @@ class Staging:
         return os.path.join(self.tmp, name)
 
     def __enter__(self) -> Staging:
-        root = self._layout.writable_fd()
-        # Where the tree will be published must be usable before anything is installed: a file or symlink in the
-        # way is one clear error now, not after the installer ran.
-        _fs.check_dirs(root, (TREES, self._tid.env, self._tid.name), self._layout.root)
-        parent = _fs.make_dirs(root, self.parts, self._layout.root)
+        # Where the tree and its record go was checked before the lock (see preflight).
+        parent = _fs.make_dirs(self._layout.writable_fd(), self.parts, self._layout.root)
         try:
             os.mkdir(self.name, _fs.DIR_MODE, dir_fd=parent)
             fd = _fs.open_dir(parent, (self.name,))

@@ -14,7 +14,9 @@ Every removal is safe against a concurrent ``ensure``, locked or not:
   threshold) fails cleanly: it publishes by path, and the path is gone;
 * a tree is unpublished by removing its record first, then renaming the tree into ``trash/``, so a concurrent
   ``ensure`` sees it missing (and reinstalls), never half-deleted;
-* lock state is removed only for a tree that is installed, whose lock nobody holds or waits for;
+* lock state is removed only for a tree that is installed, whose lock nobody holds or waits for, or for a tree
+  that is installed or does not exist at all, once everyone who was in its lock is proven gone (nothing in the
+  lock's state, its holder records included, renewed for the stale threshold); an empty lock directory by rmdir;
 * index answers cached in ``cache/index/`` are removed once expired and idle; a reader racing the removal
   just misses and asks the index. Facts about files (their ``Requires-Python``) never expire and are kept.
   An idle cache lock's state may go too: that lock only saves requests, so at worst one is repeated.
@@ -34,7 +36,7 @@ from .._options import LockSettings
 from .._store import fs as _fs
 from .._store import manifest as _manifest
 from .._store import walk as _walk
-from .._store.check import State, check
+from .._store.check import State, check, missing
 from .._store.identity import TreeId
 from .._store.layout import (
     LOCKS,
@@ -47,7 +49,7 @@ from .._store.layout import (
     Layout,
     read_only_filesystem,
 )
-from .._store.lockformat import activity, state_name
+from .._store.lockformat import activity, last_sign_of_life, state_name
 from .lockinfo import inspect
 
 
@@ -93,6 +95,7 @@ class Collector:
         self.staging()
         self.lock_debris()
         self.temporaries()
+        self.empty_lock_dirs()
         self.index_cache()
         self.planted_links()
         if self.unused_for is not None:
@@ -220,26 +223,78 @@ class Collector:
             if top is None:
                 return
         for tid in self.layout.discover(LOCKS):
-            parts = self.layout.lock_dir(tid)
-            info = inspect(self.layout, tid, self.settings.stale_after, self.now)
-            with self._dir(parts) as directory:
-                if directory is None:
-                    continue
-                state = state_name(tid.leaf)
-                if _kind(directory, state) not in (None, _walk.DIR):
-                    if self._age(directory, state) >= self.older_than:
-                        self._discard("lock", parts, state, "not a lock's state directory")
-                    continue
-                note = tid.leaf + OWNER_SUFFIX
-                old_note = _kind(directory, note) is not None and self._age(directory, note) >= self.older_than
-                if not info.held and old_note:
-                    self._discard("note", parts, note, "owner note of a lock nobody holds")
-                idle = self._age(directory, activity(state)) >= self.older_than
-            if info.held or info.waiters or not idle or check(self.layout, tid).state is not State.PRESENT:
-                continue
+            self._lock_state(tid)
+
+    def _lock_state(self, tid: TreeId) -> None:
+        parts = self.layout.lock_dir(tid)
+        info = inspect(self.layout, tid, self.settings.stale_after, self.now)
+        state, note = state_name(tid.leaf), tid.leaf + OWNER_SUFFIX
+        with self._dir(parts) as directory:
+            if directory is None:
+                return
+            if _kind(directory, state) not in (None, _walk.DIR):
+                if self._age(directory, state) >= self.older_than:
+                    self._discard("lock", parts, state, "not a lock's state directory")
+                return
+            noted = _kind(directory, note) is not None
+            if not info.held and noted and self._age(directory, note) >= self.older_than:
+                self._discard("note", parts, note, "owner note of a lock nobody holds")
+                noted = False
+            idle = self._age(directory, activity(state)) >= self.older_than
+            gone_for = self._everyone_gone_for(directory, state, note)
+        tree = check(self.layout, tid).state
+        if tree is State.PRESENT and not info.held and not info.waiters and idle:
             # Installed, unheld, unwaited and idle: nobody needs this lock's state any more. One rename takes
             # the whole protocol dir away; a participant arriving later starts a fresh log (filelock allows it).
-            self._discard("lock", parts, state, "lock state of an installed tree, idle")
+            reason = "lock state of an installed tree, idle"
+        elif tree in (State.PRESENT, State.MISSING) and gone_for is not None:
+            # Everyone who was in it is proven gone, as a staging dir's owner is by its heartbeat: a SIGKILLed
+            # holder of a tree that never appeared, say. A participant that comes after the rename starts a fresh
+            # log; one that committed in the instant between our look and the rename finds its record gone at its
+            # next heartbeat (a lost lease: it publishes over nothing), so at worst a tree is installed twice,
+            # never half: the rename that publishes it is the commit point.
+            what = "an installed tree" if tree is State.PRESENT else "a tree never installed"
+            reason = f"lock state of {what}: nobody in it for {gone_for:.0f}s"
+        else:
+            return
+        self._discard("lock", parts, state, reason)
+        if noted and gone_for is not None:  # its age counted in gone_for: no live holder touches it
+            self._discard("note", parts, note, "owner note of a holder proven gone")
+
+    def _everyone_gone_for(self, directory: int, state: str, note: str) -> float | None:
+        """Seconds since anyone was last seen in the lock ``state`` (its directory open), once that proves them all
+        gone; ``None`` while someone may still be there. Each participant's every step renews an mtime in the
+        lock's state (its log, its holder record: see ``lockformat.last_sign_of_life``) and a holder touches its
+        owner note several times a heartbeat, so when the newest of them is older than the stale threshold, every
+        lease a holder declared and ``--older-than``, nobody is in the lock: filelock would evict them all."""
+        state_fd = _fs.open_dir(directory, (state,))
+        if state_fd is None:
+            return None
+        try:
+            newest, lease = last_sign_of_life(state_fd)
+        finally:
+            os.close(state_fd)
+        age = self.now - newest
+        if _kind(directory, note) is not None:
+            age = min(age, self._age(directory, note))
+        return age if age >= max(self.settings.stale_after, lease, self.older_than) else None
+
+    def empty_lock_dirs(self) -> None:
+        """Per-name lock directories left empty (by the removals above, or by failed installs of an older release).
+        rmdir refuses a directory a peer has just made a lock in, and a waiter that opened one before it went makes
+        it again by its path before it takes the lock (``FileTreeLock.attempt``): safe at any age."""
+        with self._dir((LOCKS,)) as top:
+            envs = [] if top is None else [env for env, kind in _walk.entries(top) if kind == _walk.DIR]
+        for env in envs:
+            with self._dir((LOCKS, env)) as env_fd:
+                names = [] if env_fd is None else [n for n, kind in _walk.entries(env_fd) if kind == _walk.DIR]
+                empty = [n for n in names if env_fd is not None and _empty(env_fd, n)]
+            for name in empty:
+                path = self.layout.path(LOCKS, env, name)
+                if self.dry_run:
+                    self.found.append(Removal("lock", path, "empty lock directory", False))
+                elif self.layout.prune((LOCKS, env, name)):
+                    self.found.append(Removal("lock", path, "empty lock directory", True))
 
     def temporaries(self) -> None:
         # write_atomic's temporaries (".<name>.<random>.tmp") that a crash left behind.
@@ -330,11 +385,26 @@ class Collector:
         if not lock.try_take():
             lock.close()
             return False
+        forget = False
         try:
             step()
+            forget = missing(self.layout, tid)  # the tree just unpublished leaves no lock behind
         finally:
-            lock.release()
+            lock.release(forget=forget)
         return True
+
+
+def _empty(dir_fd: int, name: str) -> bool:
+    """Whether the directory ``name`` (not followed if a symlink) has no entries."""
+    fd = _fs.open_dir(dir_fd, (name,))
+    if fd is None:
+        return False
+    try:
+        return not os.listdir(fd)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _kind(dir_fd: int, name: str) -> str | None:

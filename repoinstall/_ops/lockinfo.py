@@ -8,15 +8,18 @@ across hosts.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import NamedTuple
 
+from packaging.version import InvalidVersion, Version
+
+from .._errors import InvalidRequirement
 from .._store import fs as _fs
 from .._store.identity import TreeId
 from .._store.layout import LOCKS, OWNER_SUFFIX, Layout
-from .._store.lockformat import HOLDERS, fields, host_of, latest_writer, state_name
+from .._store.lockformat import HOLDERS, fields, host_of, members, state_name
+from .._store.manifest import as_recorded
 
 
 class LockInfo(NamedTuple):
@@ -49,30 +52,26 @@ def _read(dir_fd: int | None, name: str) -> bytes | None:
     return None if dir_fd is None else _fs.read_file(dir_fd, (name,), 1 << 16)
 
 
-def _names(dir_fd: int | None) -> list[str]:
-    try:
-        return [] if dir_fd is None else os.listdir(dir_fd)
-    except OSError:
-        return []
-
-
 def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None = None) -> LockInfo:
-    """What the lock's files say, read through directory descriptors: a symlink anywhere reads as no lock."""
+    """What the lock's files say, read through directory descriptors: a symlink anywhere reads as no lock. The tree
+    is named with its version as its holder spelled it (else as its record does), as ``ensure`` and ``list`` show it;
+    the lock's own file name is the canonical version, which drops trailing zeros."""
     rw_dir = os.path.join(layout.path(*layout.lock_dir(tid)), state_name(tid.leaf))
     now = time.time() if now is None else now
     root = layout.root_fd()
     directory = None if root is None else _fs.open_dir(root, layout.lock_dir(tid))
     rw = None if directory is None else _fs.open_dir(directory, (state_name(tid.leaf),))
     holders = None if rw is None else _fs.open_dir(rw, (HOLDERS,))
+    note = _owner_note(directory, tid)
+    tid = _spelled(layout, tid, note)
     try:
         if rw is None:
             problem = None
             if directory is not None and _exists(directory, state_name(tid.leaf)):
                 problem = "lock state is not a directory (a symlink or file is in the way)"
             return LockInfo(tid, rw_dir, False, None, None, None, False, 0, problem)
-        writer, problem = latest_writer(rw, rw_dir)
-        tokens = [t for t in _names(holders) if not t.startswith(".")]
-        waiters = len([t for t in tokens if t != writer])
+        writer, _, records, problem = members(rw, rw_dir)
+        waiters = len([t for t in records if not t.startswith(".") and t != writer])
         if writer is None:
             return LockInfo(tid, rw_dir, False, None, None, None, False, waiters, problem)
         record = _read(holders, writer)
@@ -89,7 +88,7 @@ def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None =
         except ValueError:
             lease = stale_after
         pid_text = record_fields.get("pid", "")
-        host = host_of(record_fields) or _owner_host(directory, tid)
+        host = host_of(record_fields) or (str(note["host"]) if "host" in note else None)
         return LockInfo(
             tid,
             rw_dir,
@@ -115,12 +114,23 @@ def _exists(dir_fd: int, name: str) -> bool:
     return True
 
 
-def _owner_host(directory: int | None, tid: TreeId) -> str | None:
-    note = _read(directory, tid.leaf + OWNER_SUFFIX)
-    try:
-        return str(json.loads(note or b"")["host"])
-    except (ValueError, KeyError, TypeError):
-        return None
+def _owner_note(directory: int | None, tid: TreeId) -> dict[str, object]:
+    """The holder's owner note (host, pid, since, the tree as it spelled it); empty if none or unreadable."""
+    return (None if directory is None else _fs.read_json(directory, (tid.leaf + OWNER_SUFFIX,), 1 << 16)) or {}
+
+
+def _spelled(layout: Layout, tid: TreeId, note: dict[str, object]) -> TreeId:
+    """``tid`` with its version as the holder's note spells it (a lock exists before its tree's record), else as
+    the tree's record does. A note is anyone's file on the volume: its version counts only if it is this tree's."""
+    version = note.get("version")
+    if isinstance(version, str):
+        try:
+            spelled = TreeId(tid.env, tid.name, Version(version), tid.extras)
+        except (InvalidVersion, InvalidRequirement):
+            spelled = tid
+        if spelled.leaf == tid.leaf:
+            return spelled
+    return as_recorded(layout, tid)
 
 
 def list_locks(layout: Layout, stale_after: float) -> list[LockInfo]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._errors import InstallError
-from .._store.check import check
+from .._store.check import check, missing
 from .._store.tree import record_existing, set_aside
 from .verify import CHANGED, MISSING, UNRECORDED, verify
 
@@ -25,7 +25,8 @@ def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None
 
     if tid.env != env:
         raise InstallError(f"{tid} ({tid.env}): built for another environment; repair it there")
-    with locks.hold(tid):
+    # A tree still missing as we leave the lock (never installed, or set aside below) leaves no lock behind.
+    with locks.hold(tid, gone=lambda: missing(layout, tid)):
         report = verify(layout, tid)  # again: a peer may have repaired it while we waited for the lock
         if report.ok or (report.status == MISSING and "not installed" in report.notes):
             return "ok"  # whole, or nothing was ever published here

@@ -91,6 +91,11 @@ def _exists(trees: int, tid: TreeId) -> bool:
         os.close(parent)
 
 
+def missing(layout: Layout, tid: TreeId) -> bool:
+    """Whether nothing is at the tree's path (a record alone counts as nothing), as the server has it now."""
+    return check(layout, tid, fresh=True).state is State.MISSING
+
+
 def present(layout: Layout, tid: TreeId, *, fresh: bool = False) -> bool:
     """Whether the tree is installed (:func:`check` says PRESENT)."""
     return check(layout, tid, fresh=fresh).state is State.PRESENT

@@ -95,15 +95,35 @@ class DirWatch:
 
     def __init__(self) -> None:
         self._seen: tuple[int, int, int] | None = None
+        #: The directory was removed (no links left; on NFS its handle went stale): nothing can appear in it again.
+        self.removed = False
 
     def changed(self, dir_fd: int, *, revalidated: bool = False) -> bool:
         """``revalidated``: ``dir_fd`` was just opened (which revalidated it already)."""
         if not revalidated:
             revalidate(dir_fd)
-        info = os.fstat(dir_fd)
-        seen = (info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+        info = _linked(dir_fd)
+        self.removed = info is None
+        seen = None if info is None else (info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
         changed, self._seen = seen != self._seen, seen
         return changed
+
+
+def removed(dir_fd: int) -> bool:
+    """Whether the open directory was removed (see :func:`_linked`)."""
+    return _linked(dir_fd) is None
+
+
+def _linked(dir_fd: int) -> os.stat_result | None:
+    """The open directory's attributes; ``None`` if it was removed: rmdir leaves it no links, and on NFS a
+    directory another client removed answers with a stale handle. One fstat (a GETATTR on NFS, or its cache)."""
+    try:
+        info = os.fstat(dir_fd)
+    except OSError as error:
+        if error.errno in (errno.ESTALE, errno.ENOENT):
+            return None
+        raise
+    return info if info.st_nlink > 0 else None
 
 
 def open_dir(dir_fd: int, parts: Sequence[str], *, lookup_only: bool = False) -> int | None:
@@ -180,6 +200,23 @@ def check_dirs(dir_fd: int, parts: Sequence[str], where: str) -> None:
     nothing (what is missing is fine)."""
     if (fd := _descend(dir_fd, parts, where, create=False)) is not None:
         os.close(fd)
+
+
+def check_file(dir_fd: int, parts: Sequence[str], where: str) -> None:
+    """Refuse, creating nothing, anything but a regular file at ``parts`` (a symlink, a directory, a FIFO), and a
+    symlink or file where one of its directories belongs, as :func:`check_dirs` does; what is missing is fine."""
+    parent = _descend(dir_fd, parts[:-1], where, create=False)
+    if parent is None:
+        return
+    try:
+        mode = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return
+    finally:
+        os.close(parent)
+    if not stat.S_ISREG(mode):
+        shown = os.path.join(where, *parts)
+        raise RepoUnusable(f"{shown} is not a regular file (a symlink or something else is in the way)")
 
 
 def _descend(dir_fd: int, parts: Sequence[str], where: str, *, create: bool) -> int | None:

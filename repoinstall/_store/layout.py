@@ -278,6 +278,22 @@ class Layout:
         finally:
             os.close(parent)
 
+    def prune(self, parts: tuple[str, ...]) -> bool:
+        """Remove the directory ``parts`` if it is empty; whether it was removed. rmdir removes only an empty
+        directory and never follows a symlink, so an entry a peer made in it first keeps it. Only for directories
+        whose users open them again when they find them removed (the locks' directories: see ``FileTreeLock``)."""
+        root = self.root_fd()
+        parent = None if root is None else _fs.open_dir(root, parts[:-1])
+        if parent is None:
+            return False
+        try:
+            os.rmdir(parts[-1], dir_fd=parent)
+        except OSError:
+            return False  # not empty (a peer's lock, another version's), gone already, or not ours to remove
+        finally:
+            os.close(parent)
+        return True
+
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
 

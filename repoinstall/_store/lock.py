@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .. import _log
-from .._errors import InstallError, LockTimeout
+from .._errors import InstallError, LockTimeout, RepoinstallError
 from .._options import LockSettings
 from . import fs as _fs
 from .layout import OWNER_SUFFIX
@@ -159,19 +159,35 @@ class _Unreadable(Exception):
 
 
 class FileTreeLock:
-    """The write lock of one tree, plus an owner note (host, pid, since) so waiters can say who they wait for.
+    """The write lock of one tree, plus an owner note (host, pid, since, and ``note``: the tree as its holder spells
+    it) so waiters can say who they wait for.
 
-    Takes ownership of ``directory_fd`` (the lock directory): :meth:`release` or :meth:`close` closes it.
+    Takes ownership of ``directory_fd`` (the lock directory ``parts`` of ``layout``): :meth:`release` or
+    :meth:`close` closes it.
     """
 
-    def __init__(self, directory_fd: int, directory: str, leaf: str, settings: LockSettings, what: str = "") -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        parts: tuple[str, ...],
+        directory_fd: int,
+        leaf: str,
+        settings: LockSettings,
+        what: str = "",
+        note: dict[str, str] | None = None,
+    ) -> None:
         self.what = what or leaf
         self.lost = threading.Event()
+        self._layout = layout
+        self._parts = parts
         self._dir_fd = directory_fd
         self._leaf = leaf
         self._owner_name = leaf + OWNER_SUFFIX
         self._settings = settings
-        self.path = os.path.join(directory, lock_name(leaf))
+        self._extra_note = note or {}
+        self.path = os.path.join(layout.path(*parts), lock_name(leaf))
+        #: Set while a holder takes its lock's state away (see :meth:`release`): a loss seen then is its own doing.
+        self._retiring = False
         self._soft: SoftReadWriteLock | None = None
         self._watch = _fs.DirWatch()
         self._note: bool | None = None
@@ -197,6 +213,9 @@ class FileTreeLock:
     def _on_compromise(self, compromise: Any) -> None:
         # Runs on the heartbeat thread. From here on a peer may hold the lock: never publish over anything.
         self.lost.set()
+        if self._retiring:
+            _log.logger().debug("%s: its state was set aside by its holder (%s)", self.path, compromise.reason)
+            return
         _log.logger().warning(
             "lost the lock %s (%s); will not publish over a peer's tree", self.path, compromise.reason
         )
@@ -227,7 +246,7 @@ class FileTreeLock:
             self.close()
             return False
         try:
-            note = {"host": os.uname().nodename, "pid": os.getpid(), "since": time.time()}
+            note = {"host": os.uname().nodename, "pid": os.getpid(), "since": time.time(), **self._extra_note}
             _fs.write_atomic(self._dir_fd, self._owner_name, json.dumps(note).encode())
         except OSError:
             pass  # the note tells humans who holds it and waiters when it goes; the lock itself is held
@@ -250,6 +269,11 @@ class FileTreeLock:
         """One acquire that never waits: whether we hold the lock now."""
         from filelock import SoftFileLockProtocolError, Timeout
 
+        if _fs.removed(self._dir_fd):
+            # The directory was pruned since we opened it (a failing holder alone in the lock prunes it, and gc an
+            # empty one). filelock works by path and would make it again; make it ourselves first (with the repo's
+            # group mode) and use it, so the owner note we write once we hold the lock is where waiters look.
+            self._reopen(create=True)
         try:
             self._lock.acquire_write(blocking=False)
         except Timeout:
@@ -268,12 +292,31 @@ class FileTreeLock:
         """Whether a holder's owner note is there (a holder writes it once it has the lock, removes it on release),
         as the server says now: on NFS one GETATTR of the lock directory, and a LOOKUP only once it changed."""
         if self._watch.changed(self._dir_fd) or self._note is None:
+            if self._watch.removed:
+                self._reopen(create=False)  # pruned (see attempt): look where a new holder's note would be
             try:
                 os.stat(self._owner_name, dir_fd=self._dir_fd, follow_symlinks=False)
                 self._note = True
             except OSError:
                 self._note = False
         return self._note
+
+    def _reopen(self, *, create: bool) -> None:
+        """Use the lock directory now at our path, made if ``create``; keep the removed one's descriptor if none is
+        there (nothing can appear in it, so it reads as "no note")."""
+        root = self._layout.writable_fd() if create else self._layout.root_fd()
+        if root is None:
+            return
+        if create:
+            fd: int | None = _fs.make_dirs(root, self._parts, self._layout.root)
+        else:
+            fd = _fs.open_dir(root, self._parts)
+        if fd is None:
+            return
+        os.close(self._dir_fd)
+        self._dir_fd = fd
+        self._watch = _fs.DirWatch()
+        self._note = None
 
     def try_take(self) -> bool | None:
         """One attempt that never waits: ``True`` if taken, ``False`` if a peer holds it, ``None`` if this
@@ -283,7 +326,10 @@ class FileTreeLock:
         except (PermissionError, _Unreadable):
             return None
 
-    def release(self) -> None:
+    def release(self, *, forget: bool = False) -> None:
+        """Let the lock go. ``forget``: what it guards does not exist (the install failed, nothing was published),
+        so the lock's state is debris once we leave: take it away too if nobody else is in it, and the lock's
+        directory once empty. A spec that can never be installed then leaves nothing behind, however often tried."""
         import logging
 
         from filelock import SoftFileLockProtocolError
@@ -291,19 +337,54 @@ class FileTreeLock:
         self._stop_touching.set()
         if self._toucher is not None:
             self._toucher.join()
-        if not self.lost.is_set():  # after a loss the note may already be the new holder's
+        lost = self.lost.is_set()  # after a loss the note and the state may already be the new holder's
+        forgotten = forget and not lost and self._set_aside_state()
+        if not lost:
             with contextlib.suppress(OSError):
                 _fs.unlink(self._dir_fd, self._owner_name)
         try:
+            # With our state set aside, filelock finds nothing of ours at its path and leaves nothing to undo.
             self._lock.release(force=True)
         except (OSError, SoftFileLockProtocolError) as error:
             # Releasing only lets peers in sooner. If it fails (typically a holder resumed after a peer evicted it
             # and moved the lock's log on), what is left of our membership ages out after the stale threshold,
             # like a crashed holder's. The tree, published by rename or not at all, is unaffected.
-            level = logging.DEBUG if self.lost.is_set() else logging.WARNING
+            level = logging.DEBUG if lost or forgotten else logging.WARNING
             _log.logger().log(level, "could not release %s cleanly (%s); it expires on its own", self.path, error)
         finally:
             self.close()
+            if forgotten:
+                self._layout.prune(self._parts)
+
+    def _set_aside_state(self) -> bool:
+        """Take the lock's whole state into trash/ and delete it there, if we (its writer) are the only one in it.
+
+        Invariant: we hold the write lock and the log names nobody else, and ``holders/`` holds no record but ours:
+        nobody else holds it, waits in it or is joining it. While we are the log's live writer, no peer can be
+        granted the lock in that log, so taking the log away (one rename) takes no peer's grant with it: a peer
+        that publishes its claim after we looked finds its record gone, and filelock starts a fresh log for it,
+        where it takes the lock at once, as do waiters that never joined the log (they watch our owner note). That
+        is right: we published nothing, so nothing stands to be waited for. And were two holders ever to overlap,
+        the tree would still be whole: the rename that publishes it is the commit point, never replaces a tree,
+        and a holder that saw its lease lost publishes over nothing (see the protocol)."""
+        from .lockformat import alone
+
+        state = state_name(self._leaf)
+        state_fd = _fs.open_dir(self._dir_fd, (state,))
+        if state_fd is None:
+            return False
+        try:
+            if not alone(state_fd) or self.lost.is_set():
+                return False  # someone else is in it: it is theirs to use, and gc's once they are gone
+        finally:
+            os.close(state_fd)
+        self._retiring = True  # our own heartbeat may now find its record gone: not a loss to warn about
+        try:
+            # Renamed into trash/ first, deleted there: the lock's path never shows a half-deleted log.
+            return self._layout.discard(self._parts, state, f"lock.{self._parts[-1]}.{self._leaf}"[:120]) is not None
+        except (OSError, RepoinstallError) as error:
+            _log.logger().debug("could not set aside %s: %s", self.path, error)
+            return False
 
     def close(self) -> None:
         """Give up the lock object without releasing (after an attempt that did not take it)."""
@@ -390,12 +471,18 @@ def open_tree_lock(layout: Layout, tid: TreeId, settings: LockSettings) -> FileT
     """The tree's lock, or why none can be had here: waiting for it would then fail or hang forever.
 
     Going on without a lock stays correct, because the rename is the commit point; it only risks duplicate work.
+    The holder's note carries the version as the user spelled it: the lock's name is the canonical one.
     """
-    return open_lock(layout, layout.lock_dir(tid), tid.leaf, settings, str(tid))
+    return open_lock(layout, layout.lock_dir(tid), tid.leaf, settings, str(tid), {"version": tid.version_text})
 
 
 def open_lock(
-    layout: Layout, parts: tuple[str, ...], leaf: str, settings: LockSettings, what: str
+    layout: Layout,
+    parts: tuple[str, ...],
+    leaf: str,
+    settings: LockSettings,
+    what: str,
+    note: dict[str, str] | None = None,
 ) -> FileTreeLock | Unusable:
     """The lock named ``leaf`` in the repo directory ``parts`` (for ``what``), or why none can be had here."""
     directory = _fs.make_dirs(layout.writable_fd(), parts, layout.root)
@@ -421,7 +508,7 @@ def open_lock(
             f"hard links on {layout.root} do not keep file identity (sshfs does this), so install locks cannot "
             "work here: going on without them (safe, may duplicate work). `repoinstall doctor` tells more.",
         )
-    return FileTreeLock(directory, layout.path(*parts), leaf, settings, what)
+    return FileTreeLock(layout, parts, directory, leaf, settings, what, note)
 
 
 class Held:
@@ -445,6 +532,14 @@ class Held:
         return self._lost is not None and self._lost.is_set()
 
 
+def _asks(question: Callable[[], bool]) -> bool:
+    """``question()``, or ``False`` if the repo cannot answer (the block's own error is what gets reported)."""
+    try:
+        return question()
+    except (OSError, RepoinstallError):
+        return False
+
+
 class TreeLocks:
     """The tree locks of one repo as one process takes them: with its settings and clock, and going on without
     a lock wherever none can be had (``--no-lock``, a lock of another UID, links that lose identity, a lock
@@ -458,9 +553,13 @@ class TreeLocks:
         self._guard = threading.Lock()
 
     @contextlib.contextmanager
-    def hold(self, tid: TreeId, *, ready: Callable[[], bool] | None = None) -> Iterator[Held]:
+    def hold(
+        self, tid: TreeId, *, ready: Callable[[], bool] | None = None, gone: Callable[[], bool] | None = None
+    ) -> Iterator[Held]:
         """Hold the tree's lock for the block (or go on without one); with ``ready``, a wait ends as soon as
-        ``ready()`` is true, and the block runs with ``peer_finished`` set and no lock."""
+        ``ready()`` is true, and the block runs with ``peer_finished`` set and no lock. With ``gone``, asked as the
+        block ends: if the tree does not exist then (nothing was published), the lock's state goes with the release
+        unless someone else is in it (see :meth:`FileTreeLock.release`)."""
         started = self.clock.now()
         lock = open_tree_lock(self.layout, tid, self.settings) if self.settings.enabled else None
         taken: bool | Unusable = False
@@ -479,7 +578,7 @@ class TreeLocks:
         try:
             yield held
         finally:
-            lock.release()
+            lock.release(forget=gone is not None and _asks(gone))
 
     def _warn_once(self, unusable: Unusable) -> None:
         # Once per kind: a repo of a thousand trees on sshfs should say it once, not a thousand times.

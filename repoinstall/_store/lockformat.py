@@ -14,7 +14,9 @@ through here, so a change in filelock's format is a change in this file.
 
 from __future__ import annotations
 
+import math
 import os
+from typing import NamedTuple
 
 from . import fs as _fs
 
@@ -49,25 +51,96 @@ def fields(data: bytes) -> dict[str, str]:
     return found
 
 
-def latest_writer(state_fd: int, shown: str) -> tuple[str | None, str | None]:
-    """(writer token, problem) from the newest readable generation of a lock's log (its state dir open)."""
+class Members(NamedTuple):
+    """Who a lock's state names: the writer and readers of its newest snapshot, and every name in ``holders/`` (a
+    member's heartbeat record, a contender's claim, or what a crashed one left)."""
+
+    writer: str | None
+    readers: frozenset[str]
+    records: frozenset[str]
+    problem: str | None = None
+
+
+def members(state_fd: int, shown: str) -> Members:
+    """Who the lock's state (its directory open) names; ``problem`` if its newest snapshot is unreadable."""
+    writer, readers, problem = _latest(state_fd, shown)
+    holders = _fs.open_dir(state_fd, (HOLDERS,))
+    try:
+        records = frozenset(_listing(holders)) if holders is not None else frozenset()
+    finally:
+        if holders is not None:
+            os.close(holders)
+    return Members(writer, readers, records, problem)
+
+
+def alone(state_fd: int) -> bool:
+    """Whether the lock's only participant is its writer: no reader, and no holder record but the writer's (nobody
+    else holds it, waits in it or is joining it). Read by the writer itself, this says "only I am here"."""
+    found = members(state_fd, "")
+    return found.problem is None and found.writer is not None and not found.readers and found.records == {found.writer}
+
+
+def last_sign_of_life(state_fd: int) -> tuple[float, float]:
+    """(the newest mtime in the lock's state, the longest lease a holder record declares). Every step of every
+    participant renews one of these mtimes: a commit changes ``gen/``, a claim or a leave changes ``holders/``, and
+    a heartbeat (a holder's, or a contender's at each poll) rewrites its own record. So once the newest is older
+    than the stale threshold and every lease, everyone who was in the lock is proven gone."""
+    newest, lease = _mtime(state_fd, "."), 0.0
+    for part in (GENERATIONS, HOLDERS):
+        newest = max(newest, _mtime(state_fd, part))
+    holders = _fs.open_dir(state_fd, (HOLDERS,))
+    if holders is None:
+        return newest, lease
+    try:
+        for name in _listing(holders):
+            newest = max(newest, _mtime(holders, name))
+            lease = max(lease, _lease(_fs.read_file(holders, (name,), 1 << 12)))
+    finally:
+        os.close(holders)
+    return newest, lease
+
+
+def _lease(record: bytes | None) -> float:
+    """The lease a holder record declares (its holder's stale threshold); 0 if none, or not a finite positive number
+    (as filelock reads it: a record's "inf" must not keep a lock forever)."""
+    try:
+        lease = float(fields(record or b"").get("lease", "0"))
+    except ValueError:
+        return 0.0
+    return lease if math.isfinite(lease) and lease > 0 else 0.0
+
+
+def _mtime(dir_fd: int, name: str) -> float:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _listing(dir_fd: int) -> list[str]:
+    try:
+        return os.listdir(dir_fd)
+    except OSError:
+        return []
+
+
+def _latest(state_fd: int, shown: str) -> tuple[str | None, frozenset[str], str | None]:
+    """(writer token, reader tokens, problem) from the newest readable generation of a lock's log."""
     generations = _fs.open_dir(state_fd, (GENERATIONS,))
     if generations is None:
-        return None, None
+        return None, frozenset(), None
     try:
-        try:
-            listed = os.listdir(generations)
-        except OSError:
-            listed = []
-        names = sorted((n for n in listed if len(n) == _GENERATION_DIGITS and n.isdigit()), reverse=True)
+        names = sorted((n for n in _listing(generations) if len(n) == _GENERATION_DIGITS and n.isdigit()), reverse=True)
         for name in names:
             data = _fs.read_file(generations, (name,), 1 << 16)
             if data is None:
                 continue  # compacted between the listing and the read
             if not data.startswith(b"filelock-rw/"):
-                return None, f"unreadable lock state in {os.path.join(shown, GENERATIONS, name)}"
-            return fields(data).get("writer"), None
-        return None, None
+                return None, frozenset(), f"unreadable lock state in {os.path.join(shown, GENERATIONS, name)}"
+            lines = data.decode("ascii", "replace").splitlines()
+            readers = frozenset(line.partition("=")[2] for line in lines if line.startswith("reader="))
+            return fields(data).get("writer"), readers, None
+        return None, frozenset(), None
     finally:
         os.close(generations)
 

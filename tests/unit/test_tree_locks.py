@@ -3,19 +3,22 @@ or going on without a lock (one path for every reason, each reason warned once).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filelock import SoftReadWriteLock
+from helpers import wait_until
 from packaging.version import Version
 
 from repoinstall._options import LockSettings
 from repoinstall._store.identity import TreeId
-from repoinstall._store.layout import Layout
+from repoinstall._store.layout import OWNER_SUFFIX, Layout
 from repoinstall._store.lock import TreeLocks
-from repoinstall._store.lockformat import state_name
+from repoinstall._store.lockformat import HOLDERS, lock_name, state_name
 
 TID = TreeId("cp311-test", "demo-pkg", Version("1.0"))
 FAST = LockSettings(stale_after=4.0, heartbeat=1.0, wait_timeout=30.0)
@@ -81,3 +84,94 @@ def test_a_lock_state_replaced_by_a_file_goes_on_without_and_warns_once(
                 assert held.without is not None and held.without.kind == "replaced"
                 assert not held.peer_finished
     assert len([r for r in caplog.records if "going on without the lock" in r.getMessage()]) == 1
+
+
+# ---- a failing holder takes its lock's state away, unless someone else is in it --------------------------------
+
+
+class _Failed(Exception):
+    """The block's install failed: nothing was published."""
+
+
+def _lock_dir(layout: Layout) -> Path:
+    return Path(layout.path(*layout.lock_dir(TID)))
+
+
+def test_a_holder_that_fails_alone_leaves_no_lock_behind(layout: Layout, caplog: pytest.LogCaptureFixture) -> None:
+    with (
+        caplog.at_level(logging.WARNING, "repoinstall"),
+        pytest.raises(_Failed),
+        TreeLocks(layout, FAST).hold(TID, gone=lambda: True),
+    ):
+        assert (_lock_dir(layout) / state_name(TID.leaf)).is_dir()
+        raise _Failed
+    assert not _lock_dir(layout).exists()  # its state, its owner note and its directory
+    assert not any(Path(layout.path("trash")).iterdir())  # set aside into trash/, deleted there
+    assert caplog.records == []  # no "lost the lock": taking the state away was the holder's own doing
+    with TreeLocks(layout, FAST).hold(TID) as held:  # and the next one takes a fresh lock at once
+        assert held.without is None and not held.peer_finished
+
+
+def test_a_holder_whose_tree_exists_keeps_its_lock_state(layout: Layout) -> None:
+    with TreeLocks(layout, FAST).hold(TID, gone=lambda: False):
+        pass
+    assert (_lock_dir(layout) / state_name(TID.leaf)).is_dir()
+
+
+def test_a_participant_queued_in_the_lock_keeps_its_state(layout: Layout) -> None:
+    # A real filelock participant waiting in the lock's own log: it must find the log where it is, and get the lock.
+    state = _lock_dir(layout) / state_name(TID.leaf)
+    queued = SoftReadWriteLock(
+        str(_lock_dir(layout) / lock_name(TID.leaf)), heartbeat_interval=1.0, stale_threshold=4.0, is_singleton=False
+    )
+    taken = threading.Event()
+
+    def wait_in_the_log() -> None:
+        queued.acquire_write(timeout=30)
+        taken.set()
+
+    thread = threading.Thread(target=wait_in_the_log)
+    with pytest.raises(_Failed), TreeLocks(layout, FAST).hold(TID, gone=lambda: True):
+        thread.start()
+        wait_until(lambda: len(list((state / HOLDERS).iterdir())) == 2, what="a second participant in the lock")
+        raise _Failed
+    thread.join(30)
+    try:
+        assert taken.is_set()  # it took the lock we left
+        assert state.is_dir()  # in the state it waited in: not taken away from under it
+    finally:
+        queued.close()
+
+
+def test_a_waiter_takes_the_lock_after_a_failing_holder_took_it_away(layout: Layout) -> None:
+    # A waiter that watches the holder's note (never joining filelock's log) opened the lock's directory before the
+    # failing holder removed it: it takes a fresh lock, and its own note is where every peer looks for it.
+    waiting, held_by_waiter = threading.Event(), threading.Event()
+    noted: list[bool] = []
+
+    class _SeesWaiting(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("waiting for"):
+                waiting.set()
+
+    def waiter() -> None:
+        with TreeLocks(layout, FAST).hold(TID) as held:
+            noted.append(held.without is None and (_lock_dir(layout) / (TID.leaf + OWNER_SUFFIX)).is_file())
+            held_by_waiter.set()
+
+    logger = logging.getLogger("repoinstall")
+    handler, level = _SeesWaiting(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    thread = threading.Thread(target=waiter)
+    try:
+        with contextlib.suppress(_Failed), TreeLocks(layout, FAST).hold(TID, gone=lambda: True):
+            thread.start()
+            assert waiting.wait(30)
+            raise _Failed
+        assert held_by_waiter.wait(30)
+    finally:
+        thread.join(30)
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert noted == [True]
