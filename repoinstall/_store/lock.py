@@ -304,6 +304,7 @@ class FileTreeLock:
     def _reopen(self, *, create: bool) -> None:
         """Use the lock directory now at our path, made if ``create``; keep the removed one's descriptor if none is
         there (nothing can appear in it, so it reads as "no note")."""
+        _log.logger().debug("%s: its directory was removed (or its handle went stale); looking it up again", self.path)
         root = self._layout.writable_fd() if create else self._layout.root_fd()
         if root is None:
             return

@@ -141,7 +141,8 @@ def test_a_lock_directory_removed_by_the_other_client_while_this_one_waits(nfs: 
     code, out, err = finish(waiter, timeout=600)
     assert code == 0, err
     assert actions(out) == ["installed"]
-    assert LOOKED_AGAIN in err, "the waiter never met a stale handle: the case proves nothing"
+    # The waiter met the removed directory: the lock looked it up again itself, or a stale handle reran the step.
+    assert LOOKED_AGAIN in err or "its directory was removed (or its handle went stale)" in err, err
     assert "error" not in err, err
     assert index.downloads("slow_pkg") == 2
 
