@@ -35,6 +35,13 @@ class InstallError(RepoinstallError):
     """pip failed, the staged tree did not verify, or the repo ran out of space (exit 1)."""
 
 
+class Interrupted(RepoinstallError):
+    """An install stopped because its caller or the process is being interrupted (SIGTERM, Ctrl-C): its installer
+    was killed (or never started), its staging dir removed and its lock released (exit 130)."""
+
+    exit_code = 130
+
+
 class NotInstalled(RepoinstallError):
     """``path`` asked for a tree that is not installed (exit 1)."""
 

@@ -13,6 +13,9 @@ WAIT_TIMEOUT = 1800.0
 INSTALL_TIMEOUT = 900.0
 #: Seconds an index answer cached on the volume stays fresh: absorbs a fleet's start, still sees new releases soon.
 INDEX_TTL = 60.0
+#: After a stop (SIGTERM, Ctrl-C), the longest the interrupted thread waits for the installs it ran to clean up
+#: (installer killed, staging dir removed, lock released) before it goes on regardless; it takes milliseconds.
+STOP_GRACE = 3.0
 #: The installers a tree can be built with; the first is the default.
 INSTALLERS = ("pip", "uv")
 #: gc leaves debris younger than this: longer than an install may take, so it never races a live installer.

@@ -9,11 +9,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Literal, TypeVar, overload
 
 from . import _log
 from ._choose import Choice, Chooser
-from ._errors import InvalidInput, NotInstalled, RepoinstallError, ResolutionError, os_errors
+from ._errors import Interrupted, InvalidInput, NotInstalled, RepoinstallError, ResolutionError, os_errors
 from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, STALE_AFTER, WAIT_TIMEOUT, LockSettings
 from ._requirements import Requested, parse_spec
 from ._results import Action, EnsureResult, Event
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from ._options import InstallOptions
     from ._store.lock import TreeLocks
     from ._store.manifest import TreeEntry
+
+R = TypeVar("R")
 
 
 class Repo:
@@ -80,22 +82,33 @@ class Repo:
         self._pool: ThreadPoolExecutor | None = None
         #: (event loop, tree) -> the install job tasks of that loop share.
         self._async_jobs: dict[tuple[int, TreeId], asyncio.Future[EnsureResult]] = {}
+        #: An interrupted batch's workers outlived STOP_GRACE: they may still use the repo's descriptors.
+        self._left_running = False
 
     @property
     def path(self) -> str:
         return self._layout.root
 
     def close(self) -> None:
+        self._close(interrupted=False)
+
+    def _close(self, *, interrupted: bool) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True)  # installs in flight finish (or fail) before the repo fd closes
+            # Installs in flight finish (or fail) before the repo fd closes; on an interrupt, queued ones never start.
+            self._pool.shutdown(wait=True, cancel_futures=interrupted)
+        if self._left_running:
+            # Interrupted installs still cleaning up past STOP_GRACE may use these descriptors: closed, their
+            # numbers could be reused under them. The process is going down; it closes them.
+            return
         self._chooser.close()
         self._layout.close()
 
     def __enter__(self) -> Repo:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        # KeyboardInterrupt, SystemExit (a SIGTERM handler's): not an error of the block, the process is stopping.
+        self._close(interrupted=kind is not None and not issubclass(kind, Exception))
 
     # ---- resolving what was asked to a tree ---------------------------------------------------------------
 
@@ -116,7 +129,7 @@ class Repo:
     def ensure(self, requested: Requested | str) -> EnsureResult:
         """Make sure the tree for ``requested`` is installed; install it (once, cluster-wide) if not."""
         requested = _parsed(requested)
-        return self._ensure(requested, self.resolve(requested))
+        return self._ensure_one(requested, self.resolve(requested))
 
     @overload
     def ensure_all(
@@ -137,27 +150,52 @@ class Repo:
         """
         requested = [_parsed(s) for s in specs]
         chosen = _raise_bad_input(self._chooser.choose(requested))
+        outcomes, missing = self._settled(requested, chosen)
+        if missing:
+            done = self._installing([partial(self._capture, requested[i], chosen[i]) for i in missing])
+            for index, outcome in zip(missing, done, strict=True):
+                outcomes[index] = outcome
+        return _gathered([o for o in outcomes if o is not None], return_exceptions)
+
+    def _settled(
+        self, requested: list[Requested], chosen: list[Choice]
+    ) -> tuple[list[EnsureResult | RepoinstallError | None], list[int]]:
+        """Each spec's outcome where it needs no install (``None`` where it does), and the indexes of those."""
         outcomes: list[EnsureResult | RepoinstallError | None] = [None] * len(requested)
         missing = []
         for index, (one, tid) in enumerate(zip(requested, chosen, strict=True)):
             if isinstance(tid, RepoinstallError):
                 outcomes[index] = tid  # the index could not say: this one fails, the others go on
-            # The warm path stays on this thread: a pool costs more than a check of everything present.
-            elif tid is None or not in_use(self._layout, tid):
-                missing.append(index)
-            else:
+            elif tid is None:
+                outcomes[index] = self._skipped(one)
+            # The warm path stays on this thread: no worker is started for a check of everything present.
+            elif in_use(self._layout, tid):
                 outcomes[index] = self._result(one, tid, "present")
-        if len(missing) <= 1 or self.jobs == 1:
-            for index in missing:
-                outcomes[index] = self._capture(requested[index], chosen[index])
-        else:
-            from concurrent.futures import ThreadPoolExecutor
+            else:
+                missing.append(index)
+        return outcomes, missing
 
-            with ThreadPoolExecutor(max_workers=min(self.jobs, len(missing))) as pool:
-                done = pool.map(self._capture, [requested[i] for i in missing], [chosen[i] for i in missing])
-                for index, outcome in zip(missing, done, strict=True):
-                    outcomes[index] = outcome
-        return _gathered([o for o in outcomes if o is not None], return_exceptions)
+    def _installing(self, tasks: list[Callable[[], R]]) -> list[R]:
+        """Run install tasks on ``jobs`` worker threads while this thread waits. Interrupted (Ctrl-C, a SIGTERM
+        handler's SystemExit), it stops them: tasks not started are dropped, installers killed, staging dirs
+        removed and locks released (within STOP_GRACE), and the interrupt propagates. See _batch."""
+        from ._batch import Batch
+
+        _log.logger().debug("%d to install, %d at a time", len(tasks), min(self.jobs, len(tasks)))
+        batch = Batch(tasks, self.jobs)
+        try:
+            return batch.run()
+        except BaseException:
+            self._left_running = self._left_running or batch.alive()
+            raise
+
+    def _ensure_one(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
+        """``_ensure`` with its install, if any, on a worker thread, so an interrupt of this thread stops it whole."""
+        if tid is None:
+            return self._skipped(requested)
+        if in_use(self._layout, tid):
+            return self._result(requested, tid, "present")  # the warm path: on this thread, as before
+        return self._installing([partial(self._ensure, requested, tid)])[0]
 
     def ensure_together(self, specs: Iterable[Requested | str]) -> EnsureResult:
         """Make sure one tree holds all of ``specs`` and their dependencies, resolved by the installer in one
@@ -173,8 +211,8 @@ class Repo:
         if not members:
             raise InvalidInput("nothing to ensure together: every spec's marker is false here")
         if len(members) == 1:
-            return self._ensure(*members[0])
-        return self._ensure(*combined(self.env, members))
+            return self._ensure_one(*members[0])
+        return self._ensure_one(*combined(self.env, members))
 
     async def aensure(self, requested: Requested | str) -> EnsureResult:
         """:meth:`ensure` for asyncio. The lock-free check runs on the loop (a few small opens); resolution
@@ -200,22 +238,26 @@ class Repo:
     async def aensure_all(
         self, specs: Iterable[Requested | str], *, return_exceptions: bool = False
     ) -> list[EnsureResult] | list[EnsureResult | RepoinstallError]:
-        """:meth:`ensure_all` for asyncio: resolved together, then installed concurrently (``jobs`` threads)."""
-        import asyncio
+        """:meth:`ensure_all` for asyncio: resolved together, then installed concurrently (``jobs`` threads).
 
+        Cancelling the task that awaits it stops the batch as an interrupt stops :meth:`ensure_all`: specs not
+        started are dropped and its installers killed, their staging dirs removed and locks released, before the
+        cancellation propagates. (An install another caller shares goes on for that caller.)"""
         requested = [_parsed(s) for s in specs]
         chosen = _raise_bad_input(await self._chooser.achoose(requested))
+        outcomes, missing = self._settled(requested, chosen)
+        if missing:
+            from ._batch import Batch
 
-        async def one(spec: Requested, tid: Choice) -> EnsureResult | RepoinstallError:
-            if isinstance(tid, RepoinstallError):
-                return tid
+            batch = Batch([partial(self._capture, requested[i], chosen[i]) for i in missing], self.jobs)
             try:
-                return await self._aensure(spec, tid)
-            except RepoinstallError as error:
-                return error
-
-        outcomes = await asyncio.gather(*(one(r, t) for r, t in zip(requested, chosen, strict=True)))
-        return _gathered(list(outcomes), return_exceptions)
+                done = await batch.arun()
+            except BaseException:
+                self._left_running = self._left_running or batch.alive()
+                raise
+            for index, outcome in zip(missing, done, strict=True):
+                outcomes[index] = outcome
+        return _gathered([o for o in outcomes if o is not None], return_exceptions)
 
     def _capture(self, requested: Requested, tid: Choice) -> EnsureResult | RepoinstallError:
         try:
@@ -229,7 +271,16 @@ class Repo:
         if in_use(self._layout, tid):
             return self._result(requested, tid, "present")
         # Threads of this process asking for the same tree share one install before touching the file lock.
-        outcome, shared = self._single_flight().run(tid, partial(self._install, requested, tid))
+        while True:
+            try:
+                outcome, shared = self._single_flight().run(tid, partial(self._install, requested, tid))
+                break
+            except Interrupted:
+                from . import _stop
+
+                if _stop.stopped():
+                    raise
+                # The install this thread shared was stopped with its own caller's batch, not ours: run it anew.
         action = "waited" if shared else outcome.action
         return self._result(requested, tid, action, outcome.waited, outcome.installing)
 

@@ -449,13 +449,27 @@ def list_(*, opts: Options) -> None:
         typer.echo(f"{tree}  {record.env}  {record.installed_at}  {path}")
 
 
+def _stop_installs() -> None:
+    # Everything stops at once: no installer starts from now on, running ones are killed, queued specs are
+    # dropped and lock waits end, so the installs' threads clean up (staging dir removed, lock released) in
+    # milliseconds, while this thread unwinds through the wait for them (see _batch). Safe here: it takes no lock.
+    # Done on every signal, so a second one, landing in that wait or in the clean-up, still ends the run at once.
+    stop = sys.modules.get("repoinstall._stop")  # not loaded: nothing was being installed
+    if stop is not None:
+        stop.PROCESS.stop()
+
+
 def _terminated(signum: int, frame: object) -> None:
-    # Kubernetes stops a pod with SIGTERM: unwind like Ctrl-C, so pip is killed, the staging dir removed and
-    # the lock released at once, instead of peers waiting out the stale threshold. Installers that worker
-    # threads (--jobs) run are killed too, so their ensures fail and clean up just as fast.
-    if "repoinstall._install.backends.run" in sys.modules:
-        sys.modules["repoinstall._install.backends.run"].stop_all()
+    # Kubernetes stops a pod with SIGTERM, once, to PID 1: unwind like Ctrl-C (exit 143), instead of peers waiting
+    # out the stale threshold of locks left held.
+    _stop_installs()
     raise SystemExit(128 + signum)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    # Ctrl-C: as Python's own handler (KeyboardInterrupt: "interrupted", exit 130), after stopping the installs.
+    _stop_installs()
+    raise KeyboardInterrupt
 
 
 def main() -> None:
@@ -465,6 +479,8 @@ def main() -> None:
     from typer.exceptions import Abort, TyperException
 
     signal.signal(signal.SIGTERM, _terminated)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where it is ignored (`cmd &` in a script)
+        signal.signal(signal.SIGINT, _interrupted)
     args = sys.argv[1:]
     if args[:1] == ["run"] and "--" in args:
         split = args.index("--")
@@ -475,7 +491,7 @@ def main() -> None:
     except RepoinstallError as error:  # raised outside a command's own handling (e.g. while reading options)
         typer.echo(f"repoinstall: error: {error}", err=True)
         sys.exit(error.exit_code)
-    except Abort:
+    except (Abort, KeyboardInterrupt):  # click turns a Ctrl-C inside a command into Abort; one outside it is as is
         typer.echo("repoinstall: interrupted", err=True)
         sys.exit(130)
     except TyperException as error:

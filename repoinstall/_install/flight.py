@@ -7,6 +7,8 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import Generic, TypeVar
 
+from .. import _stop
+
 T = TypeVar("T")
 
 
@@ -25,7 +27,7 @@ class SingleFlight(Generic[T]):
             if future is None:
                 future = self._running[key] = Future()
         if not leader:
-            return future.result(), True
+            return _outcome(future), True
         try:
             result = fn()
         except BaseException as error:
@@ -39,3 +41,14 @@ class SingleFlight(Generic[T]):
             # and re-checks the disk itself.
             with self._guard:
                 del self._running[key]
+
+
+def _outcome(future: Future[T]) -> T:
+    """The leader's outcome; :class:`Interrupted` first if this thread's batch or the process stops meanwhile."""
+    while True:
+        try:
+            future.exception(timeout=_stop.SLICE)  # returns what the leader raised; raises only on timeout
+        except TimeoutError:
+            _stop.check()
+            continue
+        return future.result()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from .. import _log
+from .. import _log, _stop
 from .._errors import InstallError
 from .._options import InstallOptions
 from .._store import manifest as _manifest
@@ -72,6 +72,7 @@ def ensure_tree(
             try:
                 pin = staging.scratch_file(*wheel(tid, requested.members)) if requested.members else tid.pin
                 built = install(options or InstallOptions(), staging.target, requested, pin, staging.tmp, str(tid))
+                _stop.check()  # stopping: an installer that finished just now is not verified and published either
                 # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash.
                 entry = staging.verified_entry(requested.text, built)
                 size = staging.size()

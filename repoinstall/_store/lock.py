@@ -22,7 +22,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from .. import _log
+from .. import _log, _stop
 from .._errors import InstallError, LockTimeout, RepoinstallError
 from .._options import LockSettings
 from . import fs as _fs
@@ -68,7 +68,7 @@ class _SystemClock:
         return time.monotonic()
 
     def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
+        _stop.sleep(seconds)  # a wait ends (Interrupted) as soon as this thread's batch or the process stops
 
 
 SYSTEM_CLOCK: Clock = _SystemClock()

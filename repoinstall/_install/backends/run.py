@@ -8,12 +8,11 @@ file is listed in some RECORD. What they differ in stays inside their module.
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
-import threading
 from typing import NamedTuple, Protocol
 
-from ..._errors import InstallError
+from ... import _stop
+from ..._errors import InstallError, Interrupted
 from ..._options import InstallOptions
 from ..._requirements import Requested
 
@@ -68,27 +67,19 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
     return Built(chosen.name, chosen.version())
 
 
-#: Installers running now, so a SIGTERM can stop all of them at once (worker threads included).
-_running: set[subprocess.Popen[bytes]] = set()
-_running_guard = threading.Lock()
-
-
-def stop_all() -> None:
-    """Kill every running installer: their ensures then fail, remove their staging dirs and release locks."""
-    with _running_guard:
-        for proc in _running:
-            with contextlib.suppress(OSError):
-                proc.kill()
-
-
 def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installer: str) -> None:
     """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure.
-    With ``-v``, its command line and its whole output are logged (credentials in URLs hidden)."""
+    With ``-v``, its command line and its whole output are logged (credentials in URLs hidden).
+
+    Once this thread's batch or the process is stopping (see :mod:`repoinstall._stop`), no installer starts and a
+    running one is killed: :class:`Interrupted`, and the caller's staging dir and lock are cleaned up as for any
+    failure."""
     import shlex
 
     from ... import _log
     from ..._urls import redact_all
 
+    _stop.check()
     # The line that says an install started, once nothing but the installer itself can fail it.
     _log.logger().info("installing %s with %s", what, installer)
     _log.logger().debug("%s: running %s", what, redact_all(shlex.join(cmd)))
@@ -98,8 +89,7 @@ def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installe
         )
     except OSError as error:
         raise InstallError(f"{what}: cannot run {cmd[0]}: {error.strerror}") from None
-    with _running_guard:
-        _running.add(proc)
+    _stop.started(proc)  # from here a stop kills it (and if one came meanwhile, it is killed now)
     try:
         with proc:
             try:
@@ -114,8 +104,9 @@ def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installe
                 proc.kill()  # interrupted (SIGTERM, Ctrl-C): the installer must not outlive us writing into staging
                 raise
     finally:
-        with _running_guard:
-            _running.discard(proc)
+        _stop.ended(proc)
+    if proc.returncode < 0 and _stop.stopped():
+        raise Interrupted(f"{what}: {installer} was stopped (SIGTERM or Ctrl-C)")
     output = output_bytes.decode("utf-8", "replace")
     _log.logger().debug("%s: %s said:\n%s", what, installer, redact_all(output.rstrip()))
     if proc.returncode != 0:
