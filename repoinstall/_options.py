@@ -72,6 +72,8 @@ class InstallOptions(NamedTuple):
             return f"--install-timeout must be a positive number of seconds, got {self.timeout}"
         if self.cache_dir is not None and os.path.exists(self.cache_dir) and not os.path.isdir(self.cache_dir):
             return f"--cache-dir {self.cache_dir}: not a directory"
+        if not self.constraints:
+            return None  # and the warm path never loads the file helpers
         from ._errors import RequirementsFileError
         from ._textfile import check
 

@@ -12,7 +12,6 @@ from packaging.version import InvalidVersion, Version
 
 from ._errors import InvalidRequirement, RequirementsFileError
 from ._store.identity import MAX_NAME_AND_LEAF, TreeId, canonical_name
-from ._textfile import read_text
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -175,6 +174,8 @@ def _plain(spec: str, source: str, hashes: tuple[str, ...]) -> Requested | None:
 
 def read_requirements_file(path: str, _seen: tuple[str, ...] = ()) -> list[Requested]:
     """Read a pip-style requirements file: comments, blank lines, ``\\`` continuations, ``-r``, ``--hash``."""
+    from ._textfile import read_text  # here: specs on the command line need no file reading
+
     real = os.path.realpath(path)
     if real in _seen:
         raise RequirementsFileError(f"{path}: requirements files include each other in a loop")

@@ -185,6 +185,32 @@ def test_schema_rejects_invalid_values(values: dict[str, Any]) -> None:
         chart.render(values, name="rel", namespace="workers", is_install=True)
 
 
+@pytest.mark.parametrize(
+    ("values", "where", "way_out"),
+    [
+        ({"index": {"url": SECRET_URL}}, "/index/url", "index.existingSecret"),
+        ({"index": {"extraUrls": [SECRET_URL]}}, "/index/extraUrls/0", "index.netrcSecret"),
+        ({"requirements": [f"adaptor @ {SECRET_URL}/adaptor-1.0.whl"]}, "/requirements/0", "index.existingSecret"),
+        ({"index": {"url": "https://pypi.example/simple", "existingSecret": "creds"}}, "/index/url", "existingSecret"),
+    ],
+    ids=["url", "extraUrls", "requirements", "url and existingSecret"],
+)
+def test_schema_refusals_of_credentials_say_what_to_do_and_never_echo_them(
+    values: dict[str, Any], where: str, way_out: str
+) -> None:
+    """Helm prints a failed `not` as "'not' failed": the schema's refusals name the value to use instead."""
+    chart = helm.Chart.load(CHART)
+    for attempt in (
+        lambda: chart.validate_schema(values),
+        lambda: chart.render(values, name="rel", namespace="workers", is_install=True),
+    ):
+        with pytest.raises(helm.HelmError) as refused:
+            attempt()
+        message = str(refused.value)
+        assert f"at '{where}': value must be '" in message and way_out in message, message
+        assert "'not' failed" not in message and "s3cr3t" not in message, message
+
+
 def test_the_chart_works_as_a_subchart_and_takes_a_command() -> None:
     chart = helm.Chart.load(CHART)
     chart.validate_schema({"enabled": False})  # condition: repoinstall.enabled in a parent chart

@@ -1,6 +1,7 @@
-"""The container image, without a container engine (CI has none): the Dockerfile's shape is checked, and its
-install steps, the very scripts it runs, are run in a fresh venv; the entry point then ensures a package as
-the image's non-root user with the image's environment."""
+"""The container image, without a container engine (CI has none): the Dockerfile's shape is checked, its build
+context (what .dockerignore leaves) builds the wheel, and its install steps, the very scripts it runs, are run
+in a fresh venv; the entry point then ensures a package as the image's non-root user with the image's
+environment."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
+import zipfile
 from pathlib import Path
 
+import dockerignore
 import pytest
 from helpers import isolated_env
 
@@ -20,11 +24,16 @@ ROOT = Path(__file__).parent.parent
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
 
-def final_stage() -> list[str]:
+def instructions() -> list[str]:
+    """The Dockerfile's instructions, one a line: continuations joined, comments dropped."""
     lines = [line.strip() for line in re.sub(r"\\\n\s*", " ", DOCKERFILE).splitlines()]
-    instructions = [line for line in lines if line and not line.startswith("#")]
-    start = max(i for i, line in enumerate(instructions) if line.startswith("FROM "))
-    return instructions[start:]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def final_stage() -> list[str]:
+    every = instructions()
+    start = max(i for i, line in enumerate(every) if line.startswith("FROM "))
+    return every[start:]
 
 
 def image_env() -> dict[str, str]:
@@ -49,6 +58,54 @@ def test_dockerfile_shape() -> None:
     for tool in ("apt-get install", "gcc", "build-essential", "hatchling", "python3-dev"):
         assert tool not in runs, tool
     assert "sh /src/docker/build-wheel.sh /src /wheels" in DOCKERFILE  # the wheel comes from the build stage
+
+
+def test_dockerignore_rules_as_docker_reads_them() -> None:
+    rules = dockerignore.parse("*\n!keep/\n**/__pycache__\n# a comment\n/top.txt\n!top.txt\n*.md\n")
+    assert not dockerignore.excluded(rules, "keep/a/b.py")  # a "!" line on a directory takes back all below it
+    assert dockerignore.excluded(rules, "keep/a/__pycache__/b.pyc")  # the last matching line wins
+    assert dockerignore.excluded(rules, "other/x.py") and dockerignore.excluded(rules, ".git/HEAD")
+    assert not dockerignore.excluded(rules, "top.txt")
+    # A * stays within one level: *.md is README.md at the top only.
+    assert dockerignore.excluded(rules, "README.md") and not dockerignore.excluded(rules, "keep/README.md")
+
+
+def test_the_build_context_holds_what_the_dockerfile_uses_and_no_git_venvs_or_caches(tmp_path: Path) -> None:
+    """No engine here: the context .dockerignore leaves is copied as Docker would send it, every path the
+    Dockerfile COPYs and runs is in it, and the build stage's own script builds the wheel from it."""
+    rules = dockerignore.parse((ROOT / ".dockerignore").read_text())
+    copies = [line.split()[1:] for line in instructions() if line.startswith("COPY ")]
+    # The sources a COPY takes from the context (not --from= another stage), its destination dropped.
+    sources = [w for words in copies if not any(w.startswith("--from=") for w in words) for w in words[:-1]]
+    assert sources == [".", "docker/install.sh"], copies
+    used = re.findall(r"/src/(\S+)", "\n".join(instructions()))  # what the build stage runs from the context
+    assert used == ["docker/build-wheel.sh"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wheel_inputs = ["pyproject.toml", project["project"]["readme"], *project["project"]["license-files"]]
+    package = [str(p.relative_to(ROOT)) for p in (ROOT / "repoinstall").rglob("*") if p.suffix in (".py", ".typed")]
+    for path in ["docker/install.sh", *used, *wheel_inputs, *package]:
+        assert not dockerignore.excluded(rules, path), path
+    for path in (".git", ".git/HEAD", ".venv/bin/python", "venv/lib/site.py", "repoinstall/__pycache__/a.pyc",
+                 ".pytest_cache/v/x", ".mypy_cache/3.11/x.json", "repoinstall/.ruff_cache/x", "build/lib/x.py",
+                 "dist/repoinstall-0.1.0-py3-none-any.whl", "repoinstall.egg-info/PKG-INFO", "tests/test_image.py",
+                 "bench/warm.py", "helm/repoinstall/Chart.yaml"):  # fmt: skip
+        assert dockerignore.excluded(rules, path), path
+
+    context = tmp_path / "src"
+    for path in dockerignore.context(ROOT, rules):
+        (context / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / path, context / path)
+    sent = sorted(str(p.relative_to(context)) for p in context.rglob("*") if p.is_file())
+    assert not [p for p in sent if p.startswith((".git", ".venv", "tests/")) or "__pycache__" in p], sent
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        ["sh", context / "docker" / "build-wheel.sh", context, wheels], env=isolated_env(), capture_output=True,
+        text=True, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.iterdir()
+    with zipfile.ZipFile(wheel) as archive:
+        assert set(package) <= set(archive.namelist()), sorted(set(package) - set(archive.namelist()))
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")

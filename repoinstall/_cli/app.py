@@ -3,6 +3,7 @@
 No ``from __future__ import annotations`` here: typer would then eval every annotation string on each run.
 """
 
+import copy
 import json
 import os
 import re
@@ -151,7 +152,7 @@ def _together(store: Repo, wanted: "list[Requested]") -> "EnsureResult | Repoins
         return error
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=EXIT_CODES, short_help="Install what is missing (once, cluster-wide) and print the paths.")
 @takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING)
 def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Install what is missing (once, cluster-wide) and print where each tree is.
@@ -196,7 +197,10 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
 _run_command: list[str] = []
 
 
-@app.command(epilog="Exit: the command's own code once it runs; 126/127 if it cannot be run; else as for ensure.")
+@app.command(
+    epilog="Exit: the command's own code once it runs; 126/127 if it cannot be run; else as for ensure.",
+    short_help="Ensure SPECs, then run a command with their trees on PYTHONPATH.",
+)
 @takes("repo", "quiet", "verbose", *LOCKING, *INSTALLING, *ENSURING)
 def run(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Ensure SPECs, then run COMMAND (given after --) with their trees first on PYTHONPATH.
@@ -253,7 +257,7 @@ def _tree_script(name: str, bins: list[str]) -> str | None:
     return None
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=EXIT_CODES, short_help="Check trees file by file against their RECORD hashes.")
 @takes(*OUTPUT, *LOCKING, *INSTALLING)
 def verify(
     specs: SpecsArg = None,
@@ -305,7 +309,7 @@ def verify(
         raise typer.Exit(1)
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=EXIT_CODES, short_help="Every install lock: holder, heartbeat age, stale or not.")
 @takes("repo", "as_json", "stale_after")
 def locks(*, opts: Options) -> None:
     """Every install lock: holder host and pid, seconds since its last heartbeat, stale or not."""
@@ -333,7 +337,7 @@ def locks(*, opts: Options) -> None:
         typer.echo(f"{info.tid.pin}  {info.tid.env}  {state}{waiting}{problem}")
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=EXIT_CODES, short_help="Remove crashed installs' debris and, on request, unused trees.")
 @takes(*OUTPUT, "no_lock", "stale_after", "heartbeat")
 def gc(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
@@ -374,7 +378,7 @@ def gc(
         raise typer.Exit(1)
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=EXIT_CODES, short_help="Probe the repo's filesystem for what repoinstall relies on.")
 @takes("repo", "as_json", "stale_after", "heartbeat")
 def doctor(*, opts: Options) -> None:
     """Probe the repo's filesystem and say what repoinstall can rely on there; exit 1 where it cannot be safe."""
@@ -398,7 +402,7 @@ def doctor(*, opts: Options) -> None:
         raise typer.Exit(1)
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=EXIT_CODES, short_help="Print the installed trees' paths joined for PYTHONPATH.")
 @takes("repo")
 def path(
     specs: Annotated[list[str], typer.Argument(metavar="SPEC...", help="PEP 508 requirements.")], *, opts: Options
@@ -415,7 +419,7 @@ def path(
     typer.echo(os.pathsep.join(paths))
 
 
-@app.command("list", epilog=EXIT_CODES)
+@app.command("list", epilog=EXIT_CODES, short_help="List every installed tree in the repo (all environments).")
 @takes("repo", "as_json")
 def list_(*, opts: Options) -> None:
     """List every installed tree in the repo (all environments)."""
@@ -472,9 +476,35 @@ def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app with only the command ``args`` names: typer turns every registered command into click's objects
+    on each run (a few ms for all eight, more than the warm ensure itself) and a run uses one. Help, version,
+    completion and a name that is no command get the whole app, so they list and suggest every command."""
+    if not args or "_REPOINSTALL_COMPLETE" in os.environ:  # typer's shell completion: its words are elsewhere
+        return app
+    chosen = [info for info in app.registered_commands if _command_name(info) == args[0]]
+    if not chosen:
+        return app
+    one = copy.copy(app)  # the same settings and callback (the group's own options)
+    one.registered_commands = chosen
+    return one
+
+
+def _command_name(info: "typer.models.CommandInfo") -> str:
+    """A command's name as typer derives it: its own, else its function's (``_`` as ``-``)."""
+    if info.name is not None:
+        return info.name
+    return typer.main.get_command_name(getattr(info.callback, "__name__", ""))
+
+
 def main() -> None:
     """Entry point: usage errors are one line and exit 2, like every other bad input."""
+    import gc as collector
     import signal
+
+    # What is loaded by now (typer, click, our modules) lives as long as the process. Frozen, it is left out of
+    # the cyclic collector's scans, during the command and at exit: close to a tenth of a warm run's instructions.
+    collector.freeze()
 
     from typer.exceptions import Abort, TyperException
 
@@ -487,7 +517,7 @@ def main() -> None:
         _run_command[:] = args[split + 1 :]
         args = args[:split]
     try:
-        code = app(args=args, prog_name="repoinstall", standalone_mode=False)
+        code = _app_for(args)(args=args, prog_name="repoinstall", standalone_mode=False)
     except RepoinstallError as error:  # raised outside a command's own handling (e.g. while reading options)
         typer.echo(f"repoinstall: error: {error}", err=True)
         sys.exit(error.exit_code)

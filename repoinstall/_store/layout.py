@@ -21,9 +21,7 @@ from typing import ParamSpec, TypeVar
 
 from .._errors import RepoUnusable
 from . import fs as _fs
-from . import walk as _walk
 from .identity import TreeId
-from .lockformat import STATE_SUFFIX
 
 TREES = "trees"
 RECORDS = "records"
@@ -220,6 +218,8 @@ class Layout:
         Listed through directory descriptors, so a symlink planted at any level is not followed (and not listed).
         Names that are not ours (temporary files, foreign debris) are skipped.
         """
+        from .lockformat import STATE_SUFFIX  # here: the warm path discovers nothing
+
         suffix = {TREES: "", RECORDS: RECORD_SUFFIX, LOCKS: STATE_SUFFIX}[kind]
         root = self.root_fd()
         top = None if root is None else _fs.open_dir(root, (kind,))
@@ -272,7 +272,9 @@ class Layout:
                     os.rename(name, target, src_dir_fd=parent, dst_dir_fd=trash)
                 except FileNotFoundError:
                     return None
-                return _walk.remove(trash, target)
+                from .walk import remove  # here: the warm path discards nothing
+
+                return remove(trash, target)
             finally:
                 os.close(trash)
         finally:

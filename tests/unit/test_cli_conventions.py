@@ -1,22 +1,27 @@
-"""Command-line conventions users of pip and uv expect: --version, -h on every command; the version is one."""
+"""Command-line conventions users of pip and uv expect: --version, -h on every command; the version is one;
+``--help`` shows each command's summary whole."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import typer.main
 
 import repoinstall
-from repoinstall._cli.app import app
+from repoinstall._cli.app import _app_for, app
 
 ROOT = Path(__file__).parents[2]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "repoinstall", *args], capture_output=True, text=True, check=False)
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "repoinstall", *args], capture_output=True, text=True, check=False, env=env
+    )
 
 
 def test_version_is_the_packages() -> None:
@@ -68,3 +73,60 @@ complete_words repoinstall gc --dry
         check=False,
     )
     assert zsh.returncode == 0 and '(("verify":"Check trees' in zsh.stdout, zsh
+
+
+def _listed_commands(help_text: str) -> dict[str, str]:
+    """The Commands section of ``--help``: name -> its summary, wrapped lines joined."""
+    listed: dict[str, list[str]] = {}
+    section = help_text.partition("\nCommands:\n")[2]
+    for line in section.splitlines():
+        if not line.strip():
+            break
+        if line.startswith("  ") and not line.startswith("   "):  # "  name  summary": a new row
+            name, _, summary = line.strip().partition(" ")
+            listed[name] = [summary.strip()]
+        else:
+            listed[list(listed)[-1]].append(line.strip())
+    return {name: " ".join(parts) for name, parts in listed.items()}
+
+
+def test_help_shows_every_commands_summary_whole() -> None:
+    """click cuts a summary taken from the docstring at ~45 characters (or the terminal's width) with "...":
+    each command declares one that fits, shown whole on one line at 80 columns and wider, wrapped (never cut)
+    on a narrow terminal."""
+    group = typer.main.get_command(app)
+    summaries = {name: command.short_help for name, command in group.commands.items()}  # type: ignore[attr-defined]
+    assert len(summaries) == 8 and all(summaries.values()), summaries
+    for columns in ("200", "80", "50"):
+        done = _cli("--help", env={**os.environ, "COLUMNS": columns})
+        assert done.returncode == 0, done
+        for line in done.stdout.splitlines():
+            if not line.startswith("Usage:"):  # "COMMAND [ARGS]..." is the usage's own notation
+                assert not line.rstrip().endswith(("...", "\u2026")), (columns, line)
+        listed = _listed_commands(done.stdout)
+        assert list(listed) == list(summaries), (columns, done.stdout)
+        for name, summary in summaries.items():
+            if columns == "50":  # wrapped at spaces or after a hyphen: the same characters, laid out anew
+                assert "".join(listed[name].split()) == "".join(str(summary).split()), (columns, name, listed)
+            else:
+                assert listed[name] == summary, (columns, name, listed)
+
+
+def test_a_run_builds_only_the_command_it_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """typer builds click's objects for every registered command on each run: a run that names a command gets
+    an app holding that one alone (the group's options too), which behaves as the whole app does."""
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    names = list(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    for name in names:
+        one = _app_for([name, "--help"])
+        assert list(typer.main.get_command(one).commands) == [name]  # type: ignore[attr-defined]
+        for args in ([name, "--help"], [name, "--no-such-option"], ["-V"]):
+            alone, whole = runner.invoke(one, args), runner.invoke(app, args)
+            assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output), (args, alone.output)
+    # Help, version, unknown names and shell completion list or suggest every command: the whole app.
+    for args in ([], ["--help"], ["-V"], ["ensur"], ["--repo", "ensure"]):
+        assert _app_for(args) is app, args
+    monkeypatch.setenv("_REPOINSTALL_COMPLETE", "complete_bash")
+    assert _app_for(["ensure"]) is app
