@@ -43,6 +43,7 @@ def check(layout: Layout, tid: TreeId, *, fresh: bool = False) -> Status:
 
 
 def _check(layout: Layout, tid: TreeId, fresh: bool) -> Status:
+    fresh = fresh or layout.revalidating
     trees = layout.env_fd(TREES, tid.env, fresh=fresh)
     if trees is None:
         return Status(State.MISSING)

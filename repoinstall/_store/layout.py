@@ -75,6 +75,8 @@ class Layout:
         self._env_fds: dict[tuple[str, str], int] = {}
         #: Handles dropped by :meth:`forget`, closed only by :meth:`close`: another thread may be using one now.
         self._retired: list[int] = []
+        #: Set on a thread while :meth:`retrying` runs its work again after ESTALE (see :attr:`revalidating`).
+        self._again = threading.local()
         self._guard = threading.Lock()
 
     def root_fd(self, *, create: bool = False) -> int | None:
@@ -188,17 +190,28 @@ class Layout:
         Only for work that may run again from its start: a read, a check, or a step of the install protocol,
         which a crash may cut at any point anyway (the rename is the commit point), so a second run after an
         unwound first one is what a restarted pod would do."""
-        for attempt in range(_fs.STALE_LOOKUPS):
-            try:
-                return work(*args, **kwargs)
-            except OSError as error:
-                if not _fs.stale(error) or attempt == _fs.STALE_LOOKUPS - 1:
-                    raise
-                from .. import _log
+        outer = self.revalidating
+        try:
+            for attempt in range(_fs.STALE_LOOKUPS):
+                try:
+                    return work(*args, **kwargs)
+                except OSError as error:
+                    if not _fs.stale(error) or attempt == _fs.STALE_LOOKUPS - 1:
+                        raise
+                    from .. import _log
 
-                _log.logger().debug("%s: a handle went stale (%s); looking the repo up again", self.root, error)
-                self.forget()
-        raise AssertionError("unreachable")
+                    _log.logger().debug("%s: a handle went stale (%s); looking the repo up again", self.root, error)
+                    self.forget()
+                    self._again.on = True
+            raise AssertionError("unreachable")
+        finally:
+            self._again.on = outer
+
+    @property
+    def revalidating(self) -> bool:
+        """Whether this thread runs work again after ESTALE: then every lookup must revalidate what it passes (a
+        plain open, not ``O_PATH``), or this client's cache of a replaced name hands the stale handle out again."""
+        return bool(getattr(self._again, "on", False))
 
     @staticmethod
     def tree_dir(tid: TreeId) -> tuple[str, ...]:

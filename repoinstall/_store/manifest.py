@@ -129,7 +129,7 @@ def mark_used(layout: Layout, tid: TreeId, now: float) -> None:
     if records is None:
         return
     # The record's directory opened without following a symlink, so the note is never written outside the repo.
-    fd = _fs.open_dir(records, (tid.name,), lookup_only=True)
+    fd = _fs.open_dir(records, (tid.name,), lookup_only=not layout.revalidating)
     if fd is None:
         return
     name = tid.leaf + USED_SUFFIX
