@@ -328,10 +328,12 @@ def locks(*, opts: Options) -> None:
         return
     for info in found:
         if not info.held:
-            state = "free"
+            state = "unusable" if info.problem else "free"
         else:
             age = "?" if info.heartbeat_age is None else f"{info.heartbeat_age:.0f}s"
-            state = f"held by {info.host} pid {info.pid}, heartbeat {age} ago{' (STALE)' if info.stale else ''}"
+            # The holder's own lease, where it is longer than ours: a waiter here honours it too.
+            lease = f" (its lease {info.lease:g}s)" if info.lease is not None and info.lease > opts.stale_after else ""
+            state = f"held by {info.host} pid {info.pid}, heartbeat {age} ago{lease}{' (STALE)' if info.stale else ''}"
         waiting = f", {info.waiters} waiting" if info.waiters else ""
         problem = f"  [{info.problem}]" if info.problem else ""
         typer.echo(f"{info.tid.pin}  {info.tid.env}  {state}{waiting}{problem}")

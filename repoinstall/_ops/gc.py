@@ -13,10 +13,14 @@ Every removal is safe against a concurrent ``ensure``, locked or not:
   install is protected like a locked one. An install whose staging dir was taken anyway (paused past the
   threshold) fails cleanly: it publishes by path, and the path is gone;
 * a tree is unpublished by removing its record first, then renaming the tree into ``trash/``, so a concurrent
-  ``ensure`` sees it missing (and reinstalls), never half-deleted;
+  ``ensure`` sees it missing (and reinstalls), never half-deleted; a symlink on a tree's path is reported and
+  left alone, its record with it;
 * lock state is removed only for a tree that is installed, whose lock nobody holds or waits for, or for a tree
   that is installed or does not exist at all, once everyone who was in its lock is proven gone (nothing in the
-  lock's state, its holder records included, renewed for the stale threshold); an empty lock directory by rmdir;
+  lock's state, its holder records included, renewed for the stale threshold); lock state filelock cannot use
+  (a file where ``gen/`` or ``holders/`` belongs, a garbage log), whatever its tree, once proven gone the same way;
+  an empty lock directory by rmdir. Lock state another UID made that this one cannot read is left alone, with
+  one warning: nobody can be proven gone from what cannot be read;
 * index answers cached in ``cache/index/`` are removed once expired and idle; a reader racing the removal
   just misses and asks the index. Facts about files (their ``Requires-Python``) never expire and are kept.
   An idle cache lock's state may go too: that lock only saves requests, so at worst one is repeated.
@@ -49,7 +53,8 @@ from .._store.layout import (
     Layout,
     read_only_filesystem,
 )
-from .._store.lockformat import activity, last_sign_of_life, state_name
+from .._store.lock import foreign_owner
+from .._store.lockformat import activity, last_sign_of_life, members, state_name
 from .lockinfo import inspect
 
 
@@ -82,6 +87,10 @@ class Collector:
         self.dry_run = dry_run
         self.now = time.time()
         self.found: list[Removal] = []
+        #: What was reported as left alone: each is said once, however many passes come across it.
+        self._left_alone: set[str] = set()
+        #: Lock states left alone because this UID cannot read them: owner UID (None: unknown) -> how many.
+        self._unreadable: dict[int | None, int] = {}
 
     def run(self) -> list[Removal]:
         root = self.layout.root_fd()
@@ -124,14 +133,20 @@ class Collector:
         if fd is None:
             if root is not None and (kind := _kind(root, "/".join(parts))) not in (None, _walk.DIR):
                 what = "a symlink" if kind == _walk.LINK else "not a directory"
-                reason = f"{what} where a repo directory belongs: left alone"
-                self.found.append(Removal("symlink", self.layout.path(*parts), reason, False))
+                self._leave_alone(self.layout.path(*parts), f"{what} where a repo directory belongs: left alone")
             yield None
             return
         try:
             yield fd
         finally:
             os.close(fd)
+
+    def _leave_alone(self, path: str, reason: str) -> None:
+        """Report ``path`` (a symlink, or something else where a directory belongs) as left alone, once: several
+        passes walk the same directories (lock debris, temporaries and empty lock directories all walk locks/)."""
+        if path not in self._left_alone:
+            self._left_alone.add(path)
+            self.found.append(Removal("symlink", path, reason, False))
 
     def _age(self, dir_fd: int, name: str) -> float:
         try:
@@ -222,8 +237,19 @@ class Collector:
         with self._dir((LOCKS,)) as top:
             if top is None:
                 return
+        self._unreadable.clear()  # counted afresh if a stale handle makes the whole run go again
         for tid in self.layout.discover(LOCKS):
             self._lock_state(tid)
+        for owner, count in sorted(self._unreadable.items(), key=lambda item: -1 if item[0] is None else item[0]):
+            whose = "of another user" if owner is None else f"of uid {owner}"
+            _log.logger().warning(
+                "left %d lock state(s) %s alone: this is uid %d, which cannot read them (filelock keeps them "
+                "private), so it cannot tell whether anyone is in them. Run gc as that uid; better, run every pod "
+                "with one runAsUser (and one fsGroup)",
+                count,
+                whose,
+                os.geteuid(),
+            )
 
     def _lock_state(self, tid: TreeId) -> None:
         parts = self.layout.lock_dir(tid)
@@ -236,14 +262,36 @@ class Collector:
                 if self._age(directory, state) >= self.older_than:
                     self._discard("lock", parts, state, "not a lock's state directory")
                 return
+            try:
+                gone_for, damaged = self._participants(directory, state, note)
+            except PermissionError:
+                # Another UID's (filelock makes its state 0700): what cannot be read proves nobody gone, so it stays,
+                # its owner note with it. One warning for all of them, once gc has looked at every lock.
+                owner = foreign_owner(directory, tid.leaf)
+                self._unreadable[owner] = self._unreadable.get(owner, 0) + 1
+                return
             noted = _kind(directory, note) is not None
             if not info.held and noted and self._age(directory, note) >= self.older_than:
                 self._discard("note", parts, note, "owner note of a lock nobody holds")
                 noted = False
             idle = self._age(directory, activity(state)) >= self.older_than
-            gone_for = self._everyone_gone_for(directory, state, note)
         tree = check(self.layout, tid).state
-        if tree is State.PRESENT and not info.held and not info.waiters and idle:
+        if damaged is not None:
+            if gone_for is None:
+                _log.logger().info(
+                    "kept %s (%s): not proven unused yet (something in it changed within --stale-after, a lease "
+                    "declared in it or --older-than)",
+                    info.path,
+                    damaged,
+                )
+                return
+            # filelock refuses a damaged state at every attempt (ensure fails, naming it), so nobody can hold it or
+            # wait in it, and it would stay so forever; and nothing in it renewed for the stale threshold (and every
+            # lease declared in it) proves nobody is between two steps in it either, as for any other lock: say a
+            # release of filelock whose format this one misreads. Whatever its tree's state, set it aside: the next
+            # ensure starts a fresh log.
+            reason = f"{damaged}; nobody in it for {gone_for:.0f}s"
+        elif tree is State.PRESENT and not info.held and not info.waiters and idle:
             # Installed, unheld, unwaited and idle: nobody needs this lock's state any more. One rename takes
             # the whole protocol dir away; a participant arriving later starts a fresh log (filelock allows it).
             reason = "lock state of an installed tree, idle"
@@ -261,23 +309,26 @@ class Collector:
         if noted and gone_for is not None:  # its age counted in gone_for: no live holder touches it
             self._discard("note", parts, note, "owner note of a holder proven gone")
 
-    def _everyone_gone_for(self, directory: int, state: str, note: str) -> float | None:
-        """Seconds since anyone was last seen in the lock ``state`` (its directory open), once that proves them all
-        gone; ``None`` while someone may still be there. Each participant's every step renews an mtime in the
-        lock's state (its log, its holder record: see ``lockformat.last_sign_of_life``) and a holder touches its
-        owner note several times a heartbeat, so when the newest of them is older than the stale threshold, every
-        lease a holder declared and ``--older-than``, nobody is in the lock: filelock would evict them all."""
+    def _participants(self, directory: int, state: str, note: str) -> tuple[float | None, str | None]:
+        """(seconds since anyone was last seen in the lock ``state``, once that proves them all gone, else ``None``;
+        why filelock cannot use the state, or ``None``), read from the lock's directory open. Each participant's
+        every step renews an mtime in the lock's state (its log, its holder record: see
+        ``lockformat.last_sign_of_life``) and a holder touches its owner note several times a heartbeat, so when
+        the newest of them is older than the stale threshold, every lease a holder declared and ``--older-than``,
+        nobody is in the lock: filelock would evict them all. :class:`PermissionError` if this UID cannot read the
+        state (another UID's)."""
         state_fd = _fs.open_dir(directory, (state,))
         if state_fd is None:
-            return None
+            return None, None
         try:
+            damaged = members(state_fd, "").problem  # named relative to the state, which the report names
             newest, lease = last_sign_of_life(state_fd)
         finally:
             os.close(state_fd)
         age = self.now - newest
         if _kind(directory, note) is not None:
             age = min(age, self._age(directory, note))
-        return age if age >= max(self.settings.stale_after, lease, self.older_than) else None
+        return (age if age >= max(self.settings.stale_after, lease, self.older_than) else None), damaged
 
     def empty_lock_dirs(self) -> None:
         """Per-name lock directories left empty (by the removals above, or by failed installs of an older release).
@@ -338,8 +389,7 @@ class Collector:
     def _links_below(self, fd: int, parts: tuple[str, ...], levels: int) -> None:
         for name, kind in _walk.entries(fd):
             if kind == _walk.LINK:
-                path = self.layout.path(*parts, name)
-                self.found.append(Removal("symlink", path, f"a symlink in {parts[0]}/: left alone", False))
+                self._leave_alone(self.layout.path(*parts, name), f"a symlink in {parts[0]}/: left alone")
             elif kind == _walk.DIR and levels > 1:
                 below = _fs.open_dir(fd, (name,))  # at most three levels: bounded, never through a link
                 if below is not None:
@@ -348,25 +398,53 @@ class Collector:
                     finally:
                         os.close(below)
 
+    def _link_on_tree_path(self, tid: TreeId) -> tuple[str, ...] | None:
+        """The repo path (parts) of a symlink on the way to the tree's path, the tree's own path included, if
+        there is one (lstat only: nothing is followed)."""
+        root = self.layout.root_fd()
+        parts = (*self.layout.tree_dir(tid), tid.leaf)
+        for depth in range(1, len(parts) + 1):
+            kind = None if root is None else _kind(root, "/".join(parts[:depth]))
+            if kind == _walk.LINK:
+                return parts[:depth]
+            if kind != _walk.DIR:
+                return None  # nothing (or no directory) there: nothing below it can be a link
+        return None
+
     def unused_trees(self, unused_for: float) -> None:
         for tid in self.layout.discover(RECORDS):
             used = _manifest.last_used(self.layout, tid)
             if used is None or self.now - used < unused_for:
                 continue
             reason = f"not ensured for {(self.now - used) / 86400:.1f} days"
+            if self._planted(tid):
+                continue
             if self.dry_run:
                 self.found.append(Removal("tree", self.layout.tree_path(tid), reason, False))
                 continue
 
             def unpublish(t: TreeId = tid, r: str = reason) -> None:
+                if self._planted(t):  # looked at again under the lock: a link planted since is left alone too
+                    return
                 # Record first: from here a concurrent ensure sees the tree missing, never half-deleted.
                 _manifest.remove(self.layout, t)
                 with self._dir(self.layout.tree_dir(t)):
-                    pass  # reports a symlink in the way, if there is one
+                    pass  # reports a file in the way, if there is one
                 self._discard("tree", self.layout.tree_dir(t), t.leaf, r)
 
             if not self._with_lock(tid, unpublish):
-                _log.logger().info("kept %s: its lock is held", tid)
+                _log.logger().info("kept %s: its lock is held, or cannot be had here", tid)
+
+    def _planted(self, tid: TreeId) -> bool:
+        """Whether a symlink stands on the tree's path: then the tree and its record are left alone and the link
+        reported (once), as ``planted_links`` does. Unpublishing would rename the link into trash/ (never
+        following it), which README promises not to do: a person should look at it."""
+        link = self._link_on_tree_path(tid)
+        if link is None:
+            return False
+        where = f"in {TREES}/" if len(link) > 1 else "where a repo directory belongs"
+        self._leave_alone(self.layout.path(*link), f"a symlink {where}: left alone")
+        return True
 
     def _with_lock(self, tid: TreeId, step: Callable[[], None]) -> bool:
         """Run ``step`` holding the tree's lock without waiting; ``False`` if it cannot be had now, because a

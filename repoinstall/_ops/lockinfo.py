@@ -18,7 +18,8 @@ from .._errors import InvalidRequirement
 from .._store import fs as _fs
 from .._store.identity import TreeId
 from .._store.layout import LOCKS, OWNER_SUFFIX, Layout
-from .._store.lockformat import HOLDERS, fields, host_of, members, state_name
+from .._store.lock import foreign_owner
+from .._store.lockformat import HOLDERS, fields, holder_lease, host_of, members, state_name
 from .._store.manifest import as_recorded
 
 
@@ -32,6 +33,8 @@ class LockInfo(NamedTuple):
     stale: bool
     waiters: int
     problem: str | None = None
+    #: The holder's own stale threshold, as its record declares it (``None`` if it declares none).
+    lease: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -42,6 +45,7 @@ class LockInfo(NamedTuple):
             "host": self.host,
             "pid": self.pid,
             "heartbeat_age": None if self.heartbeat_age is None else round(self.heartbeat_age, 1),
+            "lease": self.lease,
             "stale": self.stale,
             "waiters": self.waiters,
             "problem": self.problem,
@@ -52,29 +56,51 @@ def _read(dir_fd: int | None, name: str) -> bytes | None:
     return None if dir_fd is None else _fs.read_file(dir_fd, (name,), 1 << 16)
 
 
+def stale_after_for(stale_after: float, lease: float | None) -> float:
+    """How long a holder's heartbeat may be still before a waiter takes the lock over: the longer of the waiter's
+    threshold and the lease the holder declared (filelock's rule, so a tighter-configured pod never reads a slower
+    holder's heartbeat as death)."""
+    return max(stale_after, lease or 0.0)
+
+
 def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None = None) -> LockInfo:
     """What the lock's files say, read through directory descriptors: a symlink anywhere reads as no lock. The tree
     is named with its version as its holder spelled it (else as its record does), as ``ensure`` and ``list`` show it;
-    the lock's own file name is the canonical version, which drops trailing zeros."""
+    the lock's own file name is the canonical version, which drops trailing zeros. "Stale" is judged as a waiter
+    with ``stale_after`` would judge it: by the longer of that and the holder's declared lease.
+
+    Never raises for what is in the lock's state: a state this UID may not read (filelock keeps it private to the
+    UID that made it), a part of it that is not a directory, or a garbage log is the info's ``problem``."""
     rw_dir = os.path.join(layout.path(*layout.lock_dir(tid)), state_name(tid.leaf))
     now = time.time() if now is None else now
     root = layout.root_fd()
     directory = None if root is None else _fs.open_dir(root, layout.lock_dir(tid))
-    rw = None if directory is None else _fs.open_dir(directory, (state_name(tid.leaf),))
-    holders = None if rw is None else _fs.open_dir(rw, (HOLDERS,))
     note = _owner_note(directory, tid)
     tid = _spelled(layout, tid, note)
+    rw = holders = None
     try:
+        try:
+            rw = None if directory is None else _fs.open_dir(directory, (state_name(tid.leaf),))
+        except PermissionError:
+            assert directory is not None
+            return LockInfo(tid, rw_dir, False, None, None, None, False, 0, _unreadable(directory, tid.leaf))
         if rw is None:
             problem = None
             if directory is not None and _exists(directory, state_name(tid.leaf)):
                 problem = "lock state is not a directory (a symlink or file is in the way)"
             return LockInfo(tid, rw_dir, False, None, None, None, False, 0, problem)
-        writer, _, records, problem = members(rw, rw_dir)
+        try:
+            writer, _, records, problem = members(rw, rw_dir)
+            holders = None if problem is not None else _fs.open_dir(rw, (HOLDERS,))
+        except PermissionError:
+            return LockInfo(tid, rw_dir, False, None, None, None, False, 0, _unreadable(directory, tid.leaf))
         waiters = len([t for t in records if not t.startswith(".") and t != writer])
         if writer is None:
             return LockInfo(tid, rw_dir, False, None, None, None, False, waiters, problem)
-        record = _read(holders, writer)
+        try:
+            record = _read(holders, writer)
+        except PermissionError:
+            record = None
         if record is None or holders is None:
             # Named in the log but its heartbeat record is gone: a crashed holder whose lease a peer will end.
             return LockInfo(tid, rw_dir, True, None, None, None, True, waiters, "holder record missing")
@@ -83,10 +109,7 @@ def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None =
             age: float | None = max(0.0, now - os.stat(writer, dir_fd=holders, follow_symlinks=False).st_mtime)
         except OSError:
             age = None
-        try:
-            lease = max(stale_after, float(record_fields.get("lease", "0")))
-        except ValueError:
-            lease = stale_after
+        lease = holder_lease(record)
         pid_text = record_fields.get("pid", "")
         host = host_of(record_fields) or (str(note["host"]) if "host" in note else None)
         return LockInfo(
@@ -96,14 +119,27 @@ def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None =
             host,
             int(pid_text) if pid_text.isdigit() else None,
             age,
-            age is not None and age > lease,
+            age is not None and age > stale_after_for(stale_after, lease),
             waiters,
             problem,
+            lease,
         )
     finally:
         for fd in (holders, rw, directory):
             if fd is not None:
                 os.close(fd)
+
+
+def _unreadable(directory: int | None, leaf: str) -> str:
+    """Why the lock state ``leaf`` in ``directory`` cannot be read: another UID's (filelock makes it 0700), or
+    permissions as they are."""
+    owner = None if directory is None else foreign_owner(directory, leaf)
+    if owner is not None:
+        return (
+            f"belongs to uid {owner}; this is uid {os.geteuid()}: cannot read who holds it (run every pod with one "
+            "runAsUser)"
+        )
+    return "lock state not readable by this user (permission denied)"
 
 
 def _exists(dir_fd: int, name: str) -> bool:
@@ -116,7 +152,10 @@ def _exists(dir_fd: int, name: str) -> bool:
 
 def _owner_note(directory: int | None, tid: TreeId) -> dict[str, object]:
     """The holder's owner note (host, pid, since, the tree as it spelled it); empty if none or unreadable."""
-    return (None if directory is None else _fs.read_json(directory, (tid.leaf + OWNER_SUFFIX,), 1 << 16)) or {}
+    try:
+        return (None if directory is None else _fs.read_json(directory, (tid.leaf + OWNER_SUFFIX,), 1 << 16)) or {}
+    except PermissionError:
+        return {}
 
 
 def _spelled(layout: Layout, tid: TreeId, note: dict[str, object]) -> TreeId:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from typing import NamedTuple
 
 from . import fs as _fs
@@ -53,7 +54,8 @@ def fields(data: bytes) -> dict[str, str]:
 
 class Members(NamedTuple):
     """Who a lock's state names: the writer and readers of its newest snapshot, and every name in ``holders/`` (a
-    member's heartbeat record, a contender's claim, or what a crashed one left)."""
+    member's heartbeat record, a contender's claim, or what a crashed one left). ``problem``: why filelock cannot
+    use this state (see :func:`damage`); no participant can then be in it."""
 
     writer: str | None
     readers: frozenset[str]
@@ -62,7 +64,10 @@ class Members(NamedTuple):
 
 
 def members(state_fd: int, shown: str) -> Members:
-    """Who the lock's state (its directory open) names; ``problem`` if its newest snapshot is unreadable."""
+    """Who the lock's state (its directory open) names; ``problem`` if filelock cannot use it: a part of it is not a
+    directory, or its newest snapshot is unreadable."""
+    if (problem := damage(state_fd, shown)) is not None:
+        return Members(None, frozenset(), frozenset(), problem)
     writer, readers, problem = _latest(state_fd, shown)
     holders = _fs.open_dir(state_fd, (HOLDERS,))
     try:
@@ -80,6 +85,23 @@ def alone(state_fd: int) -> bool:
     return found.problem is None and found.writer is not None and not found.readers and found.records == {found.writer}
 
 
+def damage(state_fd: int, shown: str) -> str | None:
+    """Why filelock cannot use this lock state (its directory open), or ``None``: something that is not a directory
+    (a file, a symlink, a FIFO) where ``gen/`` or ``holders/`` belongs. filelock refuses such a state at every
+    attempt, so nobody can hold it or wait in it: it stays as it is until it is set aside. A missing part is no
+    damage: filelock makes it (a state being created looks like that)."""
+    for part in (GENERATIONS, HOLDERS):
+        try:
+            mode = os.stat(part, dir_fd=state_fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            return f"unreadable lock state {os.path.join(shown, part)} ({error.strerror or error})"
+        if not stat.S_ISDIR(mode):
+            return f"unreadable lock state: {os.path.join(shown, part)} is not a directory"
+    return None
+
+
 def last_sign_of_life(state_fd: int) -> tuple[float, float]:
     """(the newest mtime in the lock's state, the longest lease a holder record declares). Every step of every
     participant renews one of these mtimes: a commit changes ``gen/``, a claim or a leave changes ``holders/``, and
@@ -94,20 +116,30 @@ def last_sign_of_life(state_fd: int) -> tuple[float, float]:
     try:
         for name in _listing(holders):
             newest = max(newest, _mtime(holders, name))
-            lease = max(lease, _lease(_fs.read_file(holders, (name,), 1 << 12)))
+            lease = max(lease, holder_lease(_fs.read_file(holders, (name,), 1 << 12)) or 0.0)
     finally:
         os.close(holders)
     return newest, lease
 
 
-def _lease(record: bytes | None) -> float:
-    """The lease a holder record declares (its holder's stale threshold); 0 if none, or not a finite positive number
-    (as filelock reads it: a record's "inf" must not keep a lock forever)."""
+def holder_lease(record: bytes | None) -> float | None:
+    """The lease a holder record declares (its holder's own stale threshold), as filelock reads it when it judges
+    that holder (``filelock._soft_rw._protocol.holder_lease``): a peer evicts the holder only once its record has
+    not changed for the longer of the peer's threshold and this. ``None`` if the record has none (an older
+    release) or it is malformed: only a finite positive number spelled as ``repr(float)`` writes it counts, so a
+    record's "inf" cannot keep a lock forever."""
     try:
-        lease = float(fields(record or b"").get("lease", "0"))
+        data = (record or b"").decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    text = next((line.removeprefix("lease=") for line in data.split("\n") if line.startswith("lease=")), None)
+    if text is None:
+        return None
+    try:
+        lease = float(text)
     except ValueError:
-        return 0.0
-    return lease if math.isfinite(lease) and lease > 0 else 0.0
+        return None
+    return lease if math.isfinite(lease) and lease > 0 and repr(lease) == text else None
 
 
 def _mtime(dir_fd: int, name: str) -> float:
