@@ -217,7 +217,7 @@ def test_a_file_or_symlink_in_place_of_a_lock_does_not_stop_the_other_specs(
 
 
 @pytest.mark.parametrize(
-    "where", ["records/<env>/<name> link", "records/<env>/<name> file", "the record's link", "locks/<env>/<name> link"]
+    "where", ["records/<env>/<name> link", "records/<env>/<name> file", "the record's dir", "locks/<env>/<name> link"]
 )
 def test_what_would_stop_the_record_or_the_lock_is_refused_before_installing(
     repo: Path, index: IndexServer, tmp_path: Path, where: str
@@ -228,10 +228,11 @@ def test_what_would_stop_the_record_or_the_lock_is_refused_before_installing(
     outside.mkdir()
     (outside / "1.json").write_text("keep me")
     kind, _, what = where.partition(" ")
-    if kind == "the":  # a symlink where adaptor-d's record would be written
+    if kind == "the":  # a directory where adaptor-d's record would be written (a link there is replaced)
         (repo / "records" / env / "adaptor-d").mkdir()
         in_the_way = repo / "records" / env / "adaptor-d" / "1.json"
-        in_the_way.symlink_to(outside / "1.json")
+        in_the_way.mkdir()
+        (in_the_way / "x").write_text("in the way")
     else:
         in_the_way = repo / kind.replace("<env>", env).replace("<name>", "adaptor-d")
         in_the_way.parent.mkdir(parents=True, exist_ok=True)
@@ -242,7 +243,7 @@ def test_what_would_stop_the_record_or_the_lock_is_refused_before_installing(
     before = snapshot(outside)
     done = run("ensure", "adaptor-d==1.0", "--repo", repo, "--no-index", "--find-links", index.url, *LOCK)
     assert done.returncode == 2, done.stderr
-    said = "a regular file (a symlink or something else" if kind == "the" else "a directory (a symlink or file"
+    said = "a regular file (a directory" if kind == "the" else "a directory (a symlink or file"
     # One line and nothing else: no "installing", no installer run, nothing published, staged or locked.
     assert done.stderr.splitlines() == [f"repoinstall: error: {in_the_way} is not {said} is in the way)"]
     assert index.downloads("adaptor_d") == 0

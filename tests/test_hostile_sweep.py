@@ -1092,10 +1092,10 @@ def test_sigint_while_the_installer_runs_releases_the_lock_at_once(repo: Path, i
 
 def _injected(where: Path | str, syscalls: str, sig: str) -> tuple[str, ...]:
     """strace delivering ``sig`` at the first of ``syscalls`` that touches ``where`` (a path, or a directory whose
-    descriptor the call uses). Only the main thread is traced (no ``-f``): a single spec is ensured there, and
-    the installer it starts runs untraced, at full speed."""
+    descriptor the call uses). Every thread is traced (``-f``): an install runs on a worker thread of its batch;
+    the installer it starts never touches ``where`` with these calls (it writes below its staging dir)."""
     inject = f"inject={syscalls}:signal={sig}:when=1"
-    return ("strace", "-qq", "-o", os.devnull, "-P", str(where), "-e", f"trace={syscalls}", "-e", inject)
+    return ("strace", "-f", "-qq", "-o", os.devnull, "-P", str(where), "-e", f"trace={syscalls}", "-e", inject)
 
 
 #: Each protocol step, as the syscall strace stops: where (the path or directory), which calls.
@@ -1115,42 +1115,44 @@ def _signalled(repo: Path, index: IndexServer, step: str, sig: str, *lock: str) 
 
 @needs_strace
 @pytest.mark.parametrize(
-    ("step", "sig", "code", "published"),
+    ("step", "sig", "code", "may_publish"),
     [
         ("staging", "SIGTERM", 143, False),
-        ("verify", "SIGTERM", 143, False),
-        ("publish", "SIGTERM", 143, True),  # delivered as the rename runs: the tree is published, not recorded
+        ("verify", "SIGTERM", 143, True),
+        ("publish", "SIGTERM", 143, True),  # delivered as the rename runs: the tree is published whole
         ("publish", "SIGINT", 130, True),
         ("record", "SIGTERM", 143, True),
     ],
 )
 def test_sigterm_or_sigint_at_a_protocol_step_unwinds_and_releases_the_lock(
-    step: str, sig: str, code: int, published: bool, repo: Path, index: IndexServer
+    step: str, sig: str, code: int, may_publish: bool, repo: Path, index: IndexServer
 ) -> None:
     bystander = snapshot(_tree(repo, "adaptor-b"))
     returned, out, err = finish(_signalled(repo, index, step, sig, *SLOW_LOCK), timeout=120)
     assert returned == code, err
     assert "Traceback" not in err and "internal error" not in err
     assert _staging_entries(repo) == []
-    assert not (repo / "records" / _env(repo) / "adaptor-d" / "1.json").exists()
+    record = repo / "records" / _env(repo) / "adaptor-d" / "1.json"
     tree = repo / "trees" / _env(repo) / "adaptor-d" / "1"
-    assert tree.exists() == published
+    # The signal lands on the install's worker thread, and the main thread stops the batch a moment later: a step
+    # already past its last check for a stop (verify, publish, record) may finish, whole. Never a record without
+    # its tree, and before the installer ran (staging) never a tree.
+    assert tree.exists() or not record.exists()
+    if not may_publish:
+        assert not tree.exists()
     assert not _lock_info(repo, "adaptor-d").get("held")  # released at once: no waiting out the stale threshold
     with _held(repo):
         pass
-    if published:  # whole, only unrecorded: the next ensure re-records it, without an installer
-        assert actions(_ok(_ensure(repo, index, "adaptor-d==1.0", extra=tuple(SLOW_LOCK))).stdout) == ["repaired"]
+    if tree.exists():  # whole; if unrecorded, the next ensure re-records it without an installer
+        recorded = record.exists()
+        again = actions(_ok(_ensure(repo, index, "adaptor-d==1.0", extra=tuple(SLOW_LOCK))).stdout)
+        assert again == (["present"] if recorded else ["repaired"])
         assert _statuses(repo) == {"adaptor-a": "ok", "adaptor-b": "ok", "adaptor-d": "ok"}
     assert snapshot(_tree(repo, "adaptor-b")) == bystander
     assert out == ""  # no document at all rather than half of one
 
 
 @needs_strace
-@pytest.mark.xfail(
-    strict=True,
-    reason="a SIGTERM that lands as the record's temporary file is created leaves records/<env>/<name>/"
-    ".<v>.json.<random>.tmp behind: write_atomic creates it before entering the try that removes it",
-)
 def test_sigterm_at_the_record_write_leaves_no_temporary_file(repo: Path, index: IndexServer) -> None:
     returned, _, err = finish(_signalled(repo, index, "record", "SIGTERM", *SLOW_LOCK), timeout=120)
     assert returned == 143, err

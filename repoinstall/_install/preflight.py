@@ -1,7 +1,7 @@
 """Before the lock and the installer: refuse what would make an install fail only after the installer ran.
 
-A file or symlink where the directory of a tree, its record or its lock belongs, or anything but a regular file
-where its record belongs, cannot be repaired by an install: the tree would be published and then have no record
+A file or symlink where the directory of a tree, its record or its lock belongs, or a directory where its record
+file belongs, cannot be repaired by an install: the tree would be published and then have no record
 (a tree nobody finds, which the next ensure refuses again), or the lock could not be made. So it is one line now
 (exit 2), with nothing created, no lock taken and no installer run.
 """

@@ -203,8 +203,10 @@ def check_dirs(dir_fd: int, parts: Sequence[str], where: str) -> None:
 
 
 def check_file(dir_fd: int, parts: Sequence[str], where: str) -> None:
-    """Refuse, creating nothing, anything but a regular file at ``parts`` (a symlink, a directory, a FIFO), and a
-    symlink or file where one of its directories belongs, as :func:`check_dirs` does; what is missing is fine."""
+    """Refuse, creating nothing, a directory at ``parts`` (a file written there by :func:`write_atomic` cannot
+    replace it), and a symlink or file where one of its directories belongs, as :func:`check_dirs` does. A
+    symlink, FIFO or device at ``parts`` itself is fine: the rename that writes the file replaces it, never
+    following it. What is missing is fine."""
     parent = _descend(dir_fd, parts[:-1], where, create=False)
     if parent is None:
         return
@@ -214,9 +216,9 @@ def check_file(dir_fd: int, parts: Sequence[str], where: str) -> None:
         return
     finally:
         os.close(parent)
-    if not stat.S_ISREG(mode):
+    if stat.S_ISDIR(mode):
         shown = os.path.join(where, *parts)
-        raise RepoUnusable(f"{shown} is not a regular file (a symlink or something else is in the way)")
+        raise RepoUnusable(f"{shown} is not a regular file (a directory is in the way)")
 
 
 def _descend(dir_fd: int, parts: Sequence[str], where: str, *, create: bool) -> int | None:
