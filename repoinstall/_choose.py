@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from . import _log
 from ._errors import NotInstalled, RepoinstallError, ResolutionError
 from ._requirements import Requested, parse_spec
+from ._store import fs as _fs
 from ._store.check import State, check
 from ._store.identity import TreeId
 from ._store.layout import RECORDS, Layout
@@ -105,7 +106,10 @@ class Chooser:
         return offline.tid
 
     def _installed_match(self, requested: Requested) -> TreeId | None:
-        return self._layout.retrying(self._highest_installed, requested)
+        try:
+            return self._layout.retrying(self._highest_installed, requested)
+        except PermissionError as error:  # the project's records directory is another UID's, and private
+            raise _fs.denied(self._layout.root, error, (RECORDS, self._env, requested.name)) from None
 
     def _highest_installed(self, requested: Requested) -> TreeId | None:
         # The highest installed version the spec admits, by the same rule as the index: pip's pre-release rule.

@@ -77,8 +77,11 @@ class IndexCache:
         except (OSError, RepoinstallError):
             return None  # a read-only or full repo: resolve without the cache
 
-    def read(self, key: str, *, forever: bool = False) -> dict[str, object] | None:
-        """The entry if it is there, readable and fresh (any age when ``forever``). Reading creates nothing."""
+    def read(
+        self, key: str, *, forever: bool = False, valid: Callable[[dict[str, object]], bool] | None = None
+    ) -> dict[str, object] | None:
+        """The entry if it is there, readable, fresh (any age when ``forever``) and, if ``valid`` is given, of
+        the shape it says. Anything else is a miss, never an answer. Reading creates nothing."""
         try:
             data = self._layout.retrying(self._read, self._layout, key) if self._layout is not None else None
         except (OSError, RepoinstallError):
@@ -89,9 +92,15 @@ class IndexCache:
             return None
         if not isinstance(entry, dict) or entry.get("format") != _FORMAT:
             return None
-        age = time.time() - float(entry.get("written", 0))
+        written = entry.get("written", 0)
+        if not isinstance(written, int | float) or isinstance(written, bool):
+            return None  # garbled: a time nobody wrote
+        age = time.time() - written
         # Clocks of pods differ a little: an entry "from the future" counts only within the same window.
         if not forever and not -self.ttl < age < self.ttl:
+            return None
+        if valid is not None and not valid(entry):
+            _log.logger().debug("index cache entry %s is garbled: a miss", key)
             return None
         return entry
 
@@ -112,9 +121,16 @@ class IndexCache:
         finally:
             os.close(directory)
 
-    def shared(self, key: str, what: str, fetch: Callable[[], Plan[dict[str, object]]]) -> Plan[dict[str, object]]:
-        """The cached answer, or ``fetch``'s, fetched by one pod at a time while the others wait for it."""
-        if self.ttl > 0 and (hit := self.read(key)) is not None:
+    def shared(
+        self,
+        key: str,
+        what: str,
+        fetch: Callable[[], Plan[dict[str, object]]],
+        valid: Callable[[dict[str, object]], bool] | None = None,
+    ) -> Plan[dict[str, object]]:
+        """The cached answer, or ``fetch``'s, fetched by one pod at a time while the others wait for it. A cached
+        entry that is not ``valid`` is a miss: asked again, and replaced."""
+        if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
             return hit
         lock = self._lock(key, what)
         taken = False
@@ -125,13 +141,13 @@ class IndexCache:
                 if state:
                     taken = True
                     # Check again inside the lock: the previous holder may have just written the answer.
-                    if self.ttl > 0 and (hit := self.read(key)) is not None:
+                    if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
                         return hit
                     break
                 if state is None or time.monotonic() >= deadline:
                     break  # no lock to be had, or a fetch that never lands: ask ourselves
                 yield Pause(_POLL)  # a peer is asking: its answer will land in the cache
-                if self.ttl > 0 and (hit := self.read(key)) is not None:
+                if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
                     return hit
             answer = yield from fetch()
             self.write(key, answer)

@@ -171,9 +171,9 @@ def _remembered_requires_python(link: Link, retries: int, facts: IndexCache) -> 
 
     key = key_for("requires-python", link.url)
     entry = facts.read(key, forever=True)
-    if entry is not None and "requires_python" in entry:
-        value = entry["requires_python"]
-        return value if isinstance(value, str) else None
+    # A fact of another type is garbled: asked again (and rewritten), never read as "no Requires-Python".
+    if entry is not None and "requires_python" in entry and isinstance(value := entry["requires_python"], str | None):
+        return value
     requires = yield from requires_python(link, retries)
     facts.write(key, {"requires_python": requires})
     return requires

@@ -37,7 +37,7 @@ def index_listing(index_url: str, project: str, cache: IndexCache, retries: int)
         listing = _listing(reply, shown, project)
         return _entry(listing, shown, project)
 
-    entry = yield from cache.shared(key, f"index {shown} ({project})", fetch)
+    entry = yield from cache.shared(key, f"index {shown} ({project})", fetch, _well_formed)
     return _from_entry(entry)
 
 
@@ -53,7 +53,7 @@ def find_links_listing(location: str, project: str, cache: IndexCache, retries: 
             reply = yield from _http.get(bare, retries, what=f"find-links {shown}", headers=[("Accept", "text/html")])
             return _entry(_listing(reply, shown, "the find-links page"), shown, "")
 
-        entry = yield from cache.shared(key, f"find-links {shown}", fetch)
+        entry = yield from cache.shared(key, f"find-links {shown}", fetch, _well_formed)
         links = _from_entry(entry).links
     else:
         path = urllib.request.url2pathname(urllib.parse.urlsplit(bare).path) if scheme == "file" else bare
@@ -113,10 +113,28 @@ def _entry(listing: Listing, shown: str, project: str) -> dict[str, object]:
     return {"source": shown, "project": project, "found": listing.found, "links": [list(x) for x in listing.links]}
 
 
-def _from_entry(entry: dict[str, object]) -> Listing:
+#: The types of a cached link's fields, in :class:`Link`'s order (the first two are required).
+_LINK_TYPES: tuple[type | tuple[type, ...], ...] = (str, str, (str, type(None)), bool, bool)
+
+
+def _well_formed(entry: dict[str, object]) -> bool:
+    """Whether a cached entry is a listing as :func:`_entry` writes it. Anything else (garbled, or written by
+    something else) is a cache miss, so the index is asked again: never "the project is not there"."""
     rows = entry.get("links")
-    try:
-        links = tuple(Link(*row) for row in rows) if isinstance(rows, list) else ()
-    except TypeError:
-        links = ()
-    return Listing(bool(entry.get("found")), links)
+    return (
+        isinstance(entry.get("found"), bool)
+        and isinstance(rows, list)
+        and all(
+            isinstance(row, list)
+            and 2 <= len(row) <= len(_LINK_TYPES)
+            and all(isinstance(value, kind) for value, kind in zip(row, _LINK_TYPES, strict=False))
+            for row in rows
+        )
+    )
+
+
+def _from_entry(entry: dict[str, object]) -> Listing:
+    """The listing of an entry :func:`_well_formed` accepted (or that :func:`_entry` just made)."""
+    rows = entry["links"]
+    assert isinstance(rows, list)
+    return Listing(bool(entry["found"]), tuple(Link(*row) for row in rows))

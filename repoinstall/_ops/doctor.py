@@ -36,22 +36,25 @@ def probe(layout: Layout, settings: LockSettings | None = None) -> list[Finding]
     against ``settings`` (the lock timings in use; the defaults if not given)."""
     found: list[Finding] = []
     root = layout.root
+    scratch = os.path.join(root, f".doctor.{os.uname().nodename}.{os.getpid()}.{os.urandom(3).hex()}")
     try:
-        scratch = os.path.join(root, f".doctor.{os.uname().nodename}.{os.getpid()}.{os.urandom(3).hex()}")
         os.mkdir(scratch)
+        try:
+            probes = [
+                _exclusive(scratch),
+                _hard_links(scratch),
+                _rename_onto_taken(scratch),
+                _rename_flags(scratch),
+                _mtime_granularity(scratch),
+            ]
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     except OSError as error:
-        return [Finding("writable", f"no ({error.strerror})", False, "nothing can be installed here")]
-    found.append(Finding("writable", "yes", True))
-    try:
-        found += [
-            _exclusive(scratch),
-            _hard_links(scratch),
-            _rename_onto_taken(scratch),
-            _rename_flags(scratch),
-            _mtime_granularity(scratch),
-        ]
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        # No scratch dir (read-only, out of inodes), or one but no file written in it (out of blocks or quota).
+        # What needs no scratch file (free space above all) is still probed and reported.
+        found.append(Finding("writable", f"no ({error.strerror})", False, "nothing can be installed here"))
+    else:
+        found += [Finding("writable", "yes", True), *probes]
     found.append(_attribute_cache(root, settings or LockSettings()))
     found.append(_free_space(root))
     found += _ownership(layout)

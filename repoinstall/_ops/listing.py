@@ -4,18 +4,29 @@ from __future__ import annotations
 
 import os
 
+from .. import _log
 from .._store import fs as _fs
 from .._store import manifest as _manifest
+from .._store.check import unreadable
 from .._store.layout import RECORDS, Layout
 
 
 def installed(layout: Layout) -> list[tuple[_manifest.TreeEntry, str]]:
-    """Each recorded tree whose directory is there, with its path (nothing below a symlink is followed)."""
+    """Each recorded tree whose directory is there, with its path (nothing below a symlink is followed). A tree
+    or record this process may not read (another UID's) is left out with a warning naming it."""
     root = layout.existing_fd()
+    try:
+        recorded = layout.discover(RECORDS)
+    except PermissionError as error:  # a records directory of another UID's, not a tree
+        raise _fs.denied(layout.root, error, (RECORDS,)) from None
     found = []
-    for tid in layout.discover(RECORDS):
-        entry = _manifest.read(layout, tid)
-        tree = _fs.open_dir(root, (*layout.tree_dir(tid), tid.leaf))
+    for tid in recorded:
+        try:
+            entry = _manifest.read(layout, tid)
+            tree = _fs.open_dir(root, (*layout.tree_dir(tid), tid.leaf))
+        except PermissionError as error:
+            _log.logger().warning("%s; left out", unreadable(layout, tid, error))
+            continue
         if tree is None:
             continue  # a record whose tree is gone (removed by hand, or mid-gc) is not an installed tree
         os.close(tree)

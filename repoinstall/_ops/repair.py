@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._errors import InstallError
+from .._errors import InstallError, RepoUnusable
 from .._store.check import check, missing
 from .._store.tree import record_existing, set_aside
-from .verify import CHANGED, MISSING, UNRECORDED, verify
+from .verify import CHANGED, MISSING, UNREADABLE, UNRECORDED, verify
 
 if TYPE_CHECKING:
     from .._options import InstallOptions
@@ -30,6 +30,8 @@ def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None
         report = verify(layout, tid)  # again: a peer may have repaired it while we waited for the lock
         if report.ok or (report.status == MISSING and "not installed" in report.notes):
             return "ok"  # whole, or nothing was ever published here
+        if report.status == UNREADABLE:
+            raise RepoUnusable(report.notes[0])  # another UID's: not ours to judge, let alone set aside
         # A set's members, read before setting it aside takes its METADATA and record away.
         requested = recorded(layout, tid) if is_set(tid.name) else parse_spec(tid.pin, source="repair")
         if report.status in (UNRECORDED, CHANGED) and not report.problems:

@@ -6,13 +6,14 @@ import os
 from typing import NamedTuple
 
 from .._store import fs as _fs
-from .._store.check import State, check
+from .._store.check import State, check, unreadable
 from .._store.dists import RecordProblems, check_tree, scan
 from .._store.identity import TreeId
 from .._store.layout import Layout
 
-#: Report statuses, worst last.
+#: Report statuses, worst last. UNREADABLE: this process may not read the tree or its record (another UID's).
 OK, UNRECORDED, CHANGED, BROKEN, MISSING = "ok", "unrecorded", "changed", "broken", "missing"
+UNREADABLE = "unreadable"
 
 
 class TreeReport(NamedTuple):
@@ -43,7 +44,18 @@ class TreeReport(NamedTuple):
 
 
 def verify(layout: Layout, tid: TreeId) -> TreeReport:
-    """Check one tree file by file. Reads only; takes no lock (a published tree never changes)."""
+    """Check one tree file by file. Reads only; takes no lock (a published tree never changes). A tree or record
+    this process may not read is reported UNREADABLE, naming what and why: the other trees go on."""
+    try:
+        return _verify(layout, tid)
+    except _fs.Unreadable as error:
+        problem = error
+    except PermissionError as error:  # below the tree, where the check does not look
+        problem = unreadable(layout, tid, error)
+    return TreeReport(tid, layout.tree_path(tid), UNREADABLE, RecordProblems(), (str(problem),))
+
+
+def _verify(layout: Layout, tid: TreeId) -> TreeReport:
     path = layout.tree_path(tid)
     status = check(layout, tid)
     if status.state is State.MISSING:
@@ -82,7 +94,18 @@ def verify(layout: Layout, tid: TreeId) -> TreeReport:
 def every_tree(layout: Layout) -> list[TreeId]:
     """Every tree the repo has a record or a directory of, all environments, as its record spells it."""
     from .._store.layout import RECORDS, TREES
+
+    try:
+        seen = set(layout.discover(RECORDS)) | set(layout.discover(TREES))
+    except PermissionError as error:  # a records/ or trees/ directory of another UID's, not a tree
+        raise _fs.denied(layout.root, error, (RECORDS,), (TREES,)) from None
+    return [_spelled(layout, t) for t in sorted(seen, key=lambda t: (t.env, t.name, t.version, t.extras))]
+
+
+def _spelled(layout: Layout, tid: TreeId) -> TreeId:
     from .._store.manifest import as_recorded
 
-    seen = set(layout.discover(RECORDS)) | set(layout.discover(TREES))
-    return [as_recorded(layout, t) for t in sorted(seen, key=lambda t: (t.env, t.name, t.version, t.extras))]
+    try:
+        return as_recorded(layout, tid)
+    except PermissionError:
+        return tid  # a record this process may not read: verify reports the tree as unreadable

@@ -9,7 +9,7 @@ from typing import NamedTuple
 from . import fs as _fs
 from . import manifest as _manifest
 from .identity import TreeId
-from .layout import TREES, Layout
+from .layout import RECORD_SUFFIX, TREES, Layout
 from .metadata import dist_info_name, parse_metadata
 
 
@@ -37,9 +37,19 @@ def check(layout: Layout, tid: TreeId, *, fresh: bool = False) -> Status:
     server has it now, even on an NFS client that recently saw the tree missing (two more opens); for the looks
     that decide whether to install, whose "missing" must not come from a client cache. A handle that went stale
     on the way (another NFS client replaced the repo, a tree or a record) is looked up again: never "missing"
-    because of it.
+    because of it. Something this process may not read (another UID's private record or tree) is
+    :class:`fs.Unreadable`, naming it.
     """
-    return layout.retrying(_check, layout, tid, fresh)
+    try:
+        return layout.retrying(_check, layout, tid, fresh)
+    except PermissionError as error:
+        raise unreadable(layout, tid, error) from None
+
+
+def unreadable(layout: Layout, tid: TreeId, error: OSError) -> _fs.Unreadable:
+    """What of the tree and its record ``error`` (EACCES) was about, as :func:`fs.denied` names it."""
+    record = (*layout.record_dir(tid), tid.leaf + RECORD_SUFFIX)
+    return _fs.denied(layout.root, error, record, (*layout.tree_dir(tid), tid.leaf))
 
 
 def _check(layout: Layout, tid: TreeId, fresh: bool) -> Status:

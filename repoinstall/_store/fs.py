@@ -22,6 +22,8 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 LOOKUP_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: O_NONBLOCK: opening a FIFO planted where a file belongs returns at once instead of waiting for a writer.
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+#: A temporary file of :func:`write_atomic`: made new (never an existing name, never through a symlink).
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 #: What an open reports when a component is missing, is a symlink (ELOOP), or is a file where a directory is due.
 #: Not ESTALE: a stale handle says nothing about the name, only that a handle we held was replaced or removed on
 #: the server (by another client); it is looked up again from a good handle (see :func:`stale`).
@@ -32,6 +34,60 @@ STALE_LOOKUPS = 3
 #: Group-writable, so pods with different UIDs that share an fsGroup can all use the repo.
 DIR_MODE = 0o2775
 FILE_MODE = 0o664
+
+
+class Unreadable(RepoUnusable):
+    """A file or directory of the repo this process may not read: another UID made it private (exit 2)."""
+
+
+#: How many entries :func:`denied` looks at below a directory it may read, to find what it may not.
+_DENIED_SEARCH = 10_000
+
+
+def denied(root: str, error: OSError, *candidates: Sequence[str]) -> Unreadable:
+    """What ``error`` (EACCES on the way to one of ``candidates``, paths below the repo ``root`` as parts) was
+    about, as one line: the first directory on the way this process may not list or search, or file it may not
+    read, with its owner and mode; below the last directory of a candidate, the first such entry. Only for the
+    error path: it costs a stat per step."""
+    for parts in candidates:
+        path = root
+        for part in parts:
+            path = os.path.join(path, part)
+            if os.path.islink(path):
+                break  # never followed, here either: not what was refused
+            if (found := _forbidden(path)) is not None:
+                return found
+        else:
+            if not os.path.isdir(path):
+                continue
+            seen = 0
+            for top, dirs, files in os.walk(path):
+                for name in (*dirs, *files):
+                    if (found := _forbidden(os.path.join(top, name))) is not None:
+                        return found
+                    seen += 1
+                if seen > _DENIED_SEARCH:
+                    break
+    # Nothing the permission bits forbid (a security module's refusal, say): what the error itself names.
+    return Unreadable(f"repo {root}: permission denied to uid {os.geteuid()} at {error.filename or root}")
+
+
+def _forbidden(path: str) -> Unreadable | None:
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None  # not there, or below what was named already
+    if stat.S_ISLNK(info.st_mode):
+        return None  # never followed: not a reason for EACCES
+    need = os.R_OK | os.X_OK if stat.S_ISDIR(info.st_mode) else os.R_OK
+    if os.access(path, need, effective_ids=True):
+        return None
+    mode = stat.S_IMODE(info.st_mode)
+    return Unreadable(
+        f"{path}: permission denied: uid {os.geteuid()} cannot read it (owner uid {info.st_uid}, gid {info.st_gid}, "
+        f"mode {mode:04o}); pods sharing a repo need group read access to it (one fsGroup, umask 002) or one "
+        "runAsUser"
+    )
 
 
 def stale(error: BaseException) -> bool:
@@ -273,11 +329,28 @@ def set_group_mode(fd: int, mode: int) -> None:
         os.fchmod(fd, mode)
 
 
+#: What a rename reports when a directory is where its destination belongs.
+IN_THE_WAY = frozenset({errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST})
+
+
 def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
-    """Write ``name`` in ``dir_fd`` through a temporary file and one rename, so readers see all of it or none."""
+    """Write ``name`` in ``dir_fd`` through a temporary file and one rename, so readers see all of it or none.
+
+    The temporary file never outlives a failure or an interrupt; a directory in the way of ``name`` fails with
+    an error naming ``name`` (not the temporary file)."""
     tmp = f".{name}.{os.urandom(6).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd)
+    created = True
     try:
+        # The create is inside the try that removes the file by name. A signal handler's exception (SIGTERM's
+        # SystemExit, Ctrl-C) comes at the earliest as the os.open call ends (CPython runs handlers between
+        # bytecodes, never inside the call once its openat succeeded): already within this try, so the file is
+        # removed. The window left is that exception arriving before the descriptor is bound to ``fd`` and the
+        # inner try is entered: then the descriptor alone is not closed here (the exiting process closes it).
+        try:
+            fd = os.open(tmp, _CREATE_FLAGS, FILE_MODE, dir_fd=dir_fd)
+        except OSError:
+            created = False  # O_EXCL: nothing was created, and whatever is at ``tmp`` is not ours to remove
+            raise
         try:
             set_group_mode(fd, FILE_MODE)
             view = memoryview(data)
@@ -286,10 +359,16 @@ def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        try:
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except OSError as error:
+            if error.errno in IN_THE_WAY:  # a directory at ``name``: the temporary file is no news to the reader
+                error.filename, error.filename2 = name, None
+            raise
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
+        if created:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
         raise
 
 

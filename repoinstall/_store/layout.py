@@ -94,7 +94,11 @@ class Layout:
             try:
                 self._fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             except FileNotFoundError:
-                return None
+                if not create:
+                    return None
+                # makedirs found the name taken, yet it opens as missing: a symlink to nothing (an unmounted
+                # volume, say). Nothing is created through it: the install would land wherever the link points.
+                raise RepoUnusable(f"repo {self.root}: {_dangling(self.root)}") from None
             except NotADirectoryError:
                 raise RepoUnusable(f"repo {self.root}: exists and is not a directory") from None
             except OSError as error:
@@ -321,6 +325,15 @@ def read_only_filesystem(path: str) -> bool:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError as error:
         return error.errno == errno.EROFS
+
+
+def _dangling(path: str) -> str:
+    """What is wrong with a repo path that exists by name but opens as missing."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return "cannot be opened: it was removed as it was made"
+    return f"is a symlink to {target}, which does not exist (nothing is created through it: create it, or fix the link)"
 
 
 def _subdirs(dir_fd: int) -> list[str]:

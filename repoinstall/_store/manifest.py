@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
+from .._errors import RepoUnusable
 from . import fs as _fs
 from .identity import TreeId
 from .layout import RECORD_SUFFIX, RECORDS, USED_SUFFIX, Layout
@@ -59,22 +60,65 @@ class TreeEntry(NamedTuple):
         )
 
 
+#: The fields a record holds as strings. A record with any of them of another JSON type is garbage.
+_TEXT_FIELDS = (
+    "requirement",
+    "name",
+    "version",
+    "env",
+    "dist_info",
+    "installer",
+    "installer_version",
+    "installed_at",
+    "host",
+)
+
+
 def parse(data: bytes, tid: TreeId) -> TreeEntry | None:
-    """The record in ``data`` if it is well formed and describes ``tid``; ``None`` for anything else."""
+    """The record in ``data`` if it is well formed and describes ``tid``; ``None`` for anything else.
+
+    The one place a record's shape is checked, so every reader gets a well-typed entry: a field of the wrong JSON
+    type (a number for ``dist_info``, a list for ``version``) makes the record garbage, like unparseable JSON. The
+    one exception is ``dists``, which only verify reads (it compares them with the tree): rows that are not
+    objects of strings are read as no dists, so verify reports the tree as not matching its record. Plain loops
+    of type checks: this runs on the warm path, once per package."""
     try:
         raw: Any = json.loads(data)
-        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    if type(raw) is not dict or type(raw.get("format")) is not int or raw["format"] != FORMAT:
+        return None
+    for field in _TEXT_FIELDS:
+        if type(raw.get(field)) is not str:
             return None
-        raw["extras"] = tuple(raw.get("extras") or ())
-        raw["dists"] = tuple(raw.get("dists") or ())
+    extras = raw.get("extras") or []
+    if type(extras) is not list:
+        return None
+    for extra in extras:
+        if type(extra) is not str:
+            return None
+    dists = raw.get("dists") or []
+    if type(dists) is not list or not _dist_rows(dists):
+        dists = []
+    raw["extras"] = tuple(extras)
+    raw["dists"] = tuple(dists)
+    try:
         record = TreeEntry(**raw)
-    except (ValueError, TypeError):
+    except TypeError:  # a field we do not know
         return None
     if (record.name, record.extras, record.env) != (tid.name, tid.extras, tid.env) or not _same_version(record, tid):
         return None
     if "/" in record.dist_info or record.dist_info in ("", ".", "..") or not record.dist_info.endswith(".dist-info"):
         return None
     return record
+
+
+_is_text = str.__instancecheck__
+
+
+def _dist_rows(rows: list[Any]) -> bool:
+    """Whether every row is an object of strings."""
+    return all(type(row) is dict and all(map(_is_text, row.values())) for row in rows)
 
 
 def _same_version(record: TreeEntry, tid: TreeId) -> bool:
@@ -101,6 +145,11 @@ def write(layout: Layout, tid: TreeId, record: TreeEntry) -> None:
     directory = _fs.make_dirs(layout.writable_fd(), layout.record_dir(tid), layout.root)
     try:
         _fs.write_atomic(directory, tid.leaf + RECORD_SUFFIX, record.to_json())
+    except OSError as error:
+        if error.errno in _fs.IN_THE_WAY:  # a directory at the record's path: the preflight's words, as a race
+            path = layout.path(*layout.record_dir(tid), tid.leaf + RECORD_SUFFIX)
+            raise RepoUnusable(f"{path} is not a regular file (a directory is in the way)") from None
+        raise
     finally:
         os.close(directory)
 

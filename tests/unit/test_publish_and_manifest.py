@@ -98,6 +98,17 @@ def test_a_well_formed_entry_round_trips() -> None:
         _entry_bytes(dist_info="../outside.dist-info"),
         _entry_bytes(dist_info="adaptor_a-1.0"),
         _entry_bytes(unexpected_field=1),
+        _entry_bytes(dist_info=5),
+        _entry_bytes(dist_info=["x"]),
+        _entry_bytes(version=5),
+        _entry_bytes(version=1.0),
+        _entry_bytes(extras="fast"),
+        _entry_bytes(extras=[1]),
+        _entry_bytes(requirement=None),
+        _entry_bytes(installed_at={}),
+        _entry_bytes(format=True),
+        _entry_bytes(format="1"),
+        b'{"format": 1, "name": "\xff\xfe", "version": "1.0"}',
     ],
     ids=[
         "empty",
@@ -111,10 +122,28 @@ def test_a_well_formed_entry_round_trips() -> None:
         "dist-info path escapes",
         "not a dist-info",
         "unknown field",
+        "dist-info a number",
+        "dist-info a list",
+        "version a number",
+        "version a float",
+        "extras a string",
+        "extras not strings",
+        "requirement null",
+        "installed-at an object",
+        "format a bool",
+        "format a string",
+        "not UTF-8",
     ],
 )
 def test_anything_else_reads_as_no_entry(data: bytes) -> None:
     assert parse(data, TID) is None
+
+
+@pytest.mark.parametrize("dists", ["abc", [1, 2], [{"name": 5}], [["adaptor-a"]], {"name": "adaptor-a"}])
+def test_dists_that_are_not_objects_of_strings_read_as_none(dists: object) -> None:
+    """Only verify reads them: the record still names the tree, and verify finds it not matching its record."""
+    entry = parse(_entry_bytes(dists=dists), TID)
+    assert entry is not None and entry.dists == ()
 
 
 def test_one_point_zero_and_one_name_the_same_tree() -> None:
