@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,14 +23,6 @@ from repoinstall._store.lockformat import GENERATIONS, HOLDERS, holder_lease, lo
 
 TID = TreeId("cp311-test", "demo-pkg", Version("1.0"))
 TIGHT = LockSettings(stale_after=2.0, heartbeat=0.5, wait_timeout=30.0)
-
-
-@pytest.fixture
-def layout(tmp_path: Path) -> Iterator[Layout]:
-    layout = Layout(tmp_path / "repo")
-    layout.writable_fd()
-    yield layout
-    layout.close()
 
 
 def _lock_dir(layout: Layout) -> Path:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,14 +21,6 @@ from repoinstall._store.lockformat import HOLDERS, lock_name, state_name
 
 TID = TreeId("cp311-test", "demo-pkg", Version("1.0"))
 FAST = LockSettings(stale_after=4.0, heartbeat=1.0, wait_timeout=30.0)
-
-
-@pytest.fixture
-def layout(tmp_path: Path) -> Iterator[Layout]:
-    layout = Layout(tmp_path / "repo")
-    layout.writable_fd()
-    yield layout
-    layout.close()
 
 
 def test_a_free_lock_is_held_for_the_block(layout: Layout) -> None:
