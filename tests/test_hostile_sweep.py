@@ -6,7 +6,8 @@ bad repo path. Each asserts the contract: one clear line on stderr (never a trac
 the exit code of README's table, nothing installed lost or changed, no hang (every run has a timeout), no lock
 left held by a dead process past its stale threshold, and no half-written tree visible.
 
-Cases that find a product bug are kept as strict xfails whose reason names the bug. Most cases attack a private
+The bugs the sweep found (16) are fixed, and their cases hold now; a new one belongs here as a strict xfail whose
+reason names it until it is fixed. Most cases attack a private
 copy of one repo installed once per module (adaptor-a==1.0, adaptor-b==1.0 with dep-c), so they cost no install.
 Signals at exact protocol steps are injected with strace (``-P`` picks the step's syscall: the staging dir's
 mkdir, the staged tree's first open by the verifier, the publishing rename, the record's creation).
