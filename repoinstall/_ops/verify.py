@@ -10,6 +10,7 @@ from .._store.check import State, check, unreadable
 from .._store.dists import RecordProblems, check_tree, scan
 from .._store.identity import TreeId
 from .._store.layout import Layout
+from .._store.manifest import recorded_dists
 
 #: Report statuses, worst last. UNREADABLE: this process may not read the tree or its record (another UID's).
 OK, UNRECORDED, CHANGED, BROKEN, MISSING = "ok", "unrecorded", "changed", "broken", "missing"
@@ -74,7 +75,7 @@ def _verify(layout: Layout, tid: TreeId) -> TreeReport:
         os.close(tree)
     mismatched: list[str] = []  # the manifest record and the tree disagree on which dists are there
     if status.state is State.PRESENT and status.record is not None:
-        recorded = {(d.get("name"), d.get("version"), d.get("dist_info")) for d in status.record.dists}
+        recorded = {(d.get("name"), d.get("version"), d.get("dist_info")) for d in recorded_dists(status.record)}
         present = {(d.name, d.version, d.dist_info) for d in dists}
         mismatched += [f"recorded but not in the tree: {n}=={v}" for n, v, _ in sorted(recorded - present, key=str)]
         mismatched += [f"in the tree but not recorded: {n}=={v}" for n, v, _ in sorted(present - recorded, key=str)]

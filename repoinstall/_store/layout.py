@@ -75,8 +75,10 @@ class Layout:
         self._env_fds: dict[tuple[str, str], int] = {}
         #: Handles dropped by :meth:`forget`, closed only by :meth:`close`: another thread may be using one now.
         self._retired: list[int] = []
-        #: Set on a thread while :meth:`retrying` runs its work again after ESTALE (see :attr:`revalidating`).
+        #: Set on a thread while :meth:`retrying` runs its work again after ESTALE (see :attr:`revalidating`), and
+        #: how many threads do.
         self._again = threading.local()
+        self._rerunning = 0
         self._guard = threading.Lock()
 
     def root_fd(self, *, create: bool = False) -> int | None:
@@ -189,33 +191,45 @@ class Layout:
 
     def retrying(self, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """``work(*args, **kwargs)``, run again from fresh handles when a handle it used went stale (ESTALE), up to
-        :data:`fs.STALE_LOOKUPS` times, as the kernel looks a path up again when a cached handle is stale.
+        :data:`fs.STALE_LOOKUPS` times in all, as the kernel looks a path up again when a cached handle is stale.
 
         Only for work that may run again from its start: a read, a check, or a step of the install protocol,
         which a crash may cut at any point anyway (the rename is the commit point), so a second run after an
-        unwound first one is what a restarted pod would do."""
-        outer = self.revalidating
+        unwound first one is what a restarted pod would do. The first run costs one call: it is the warm path."""
         try:
-            for attempt in range(_fs.STALE_LOOKUPS):
+            return work(*args, **kwargs)
+        except OSError as error:
+            if not _fs.stale(error):
+                raise
+            return self._again_after(error, work, *args, **kwargs)
+
+    def _again_after(self, error: OSError, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        from .. import _log
+
+        outer = self.revalidating
+        self._rerunning += 1  # unguarded: a count only ever read as "zero or not" by a hint (see revalidating)
+        try:
+            for attempt in range(1, _fs.STALE_LOOKUPS):
+                _log.logger().debug("%s: a handle went stale (%s); looking the repo up again", self.root, error)
+                self.forget()
+                self._again.on = True
                 try:
                     return work(*args, **kwargs)
-                except OSError as error:
-                    if not _fs.stale(error) or attempt == _fs.STALE_LOOKUPS - 1:
+                except OSError as again:
+                    if not _fs.stale(again) or attempt == _fs.STALE_LOOKUPS - 1:
                         raise
-                    from .. import _log
-
-                    _log.logger().debug("%s: a handle went stale (%s); looking the repo up again", self.root, error)
-                    self.forget()
-                    self._again.on = True
+                    error = again
             raise AssertionError("unreachable")
         finally:
             self._again.on = outer
+            self._rerunning -= 1
 
     @property
     def revalidating(self) -> bool:
         """Whether this thread runs work again after ESTALE: then every lookup must revalidate what it passes (a
-        plain open, not ``O_PATH``), or this client's cache of a replaced name hands the stale handle out again."""
-        return bool(getattr(self._again, "on", False))
+        plain open, not ``O_PATH``), or this client's cache of a replaced name hands the stale handle out again.
+        Costs one attribute read while no thread of the process does (the warm path)."""
+        return self._rerunning > 0 and bool(getattr(self._again, "on", False))
 
     @staticmethod
     def tree_dir(tid: TreeId) -> tuple[str, ...]:

@@ -74,13 +74,17 @@ _TEXT_FIELDS = (
 )
 
 
+_JUST_TEXT = {str}
+
+
 def parse(data: bytes, tid: TreeId) -> TreeEntry | None:
     """The record in ``data`` if it is well formed and describes ``tid``; ``None`` for anything else.
 
     The one place a record's shape is checked, so every reader gets a well-typed entry: a field of the wrong JSON
     type (a number for ``dist_info``, a list for ``version``) makes the record garbage, like unparseable JSON. The
     one exception is ``dists``, which only verify reads (it compares them with the tree): rows that are not
-    objects of strings are read as no dists, so verify reports the tree as not matching its record. Plain loops
+    objects of strings are read there as no dists (:func:`recorded_dists`), so verify reports the tree as not
+    matching its record. Plain loops
     of type checks: this runs on the warm path, once per package."""
     try:
         raw: Any = json.loads(data)
@@ -88,9 +92,8 @@ def parse(data: bytes, tid: TreeId) -> TreeEntry | None:
         return None
     if type(raw) is not dict or type(raw.get("format")) is not int or raw["format"] != FORMAT:
         return None
-    for field in _TEXT_FIELDS:
-        if type(raw.get(field)) is not str:
-            return None
+    if set(map(type, map(raw.get, _TEXT_FIELDS))) != _JUST_TEXT:  # in C: this runs once per package, warm
+        return None
     extras = raw.get("extras") or []
     if type(extras) is not list:
         return None
@@ -98,8 +101,9 @@ def parse(data: bytes, tid: TreeId) -> TreeEntry | None:
         if type(extra) is not str:
             return None
     dists = raw.get("dists") or []
-    if type(dists) is not list or not _dist_rows(dists):
-        dists = []
+    if type(dists) is not list:
+        dists = []  # its rows are checked by the one reader of them, verify (see recorded_dists): not here, on the
+        # warm path, where their number grows with the tree's closure
     raw["extras"] = tuple(extras)
     raw["dists"] = tuple(dists)
     try:
@@ -116,9 +120,11 @@ def parse(data: bytes, tid: TreeId) -> TreeEntry | None:
 _is_text = str.__instancecheck__
 
 
-def _dist_rows(rows: list[Any]) -> bool:
-    """Whether every row is an object of strings."""
-    return all(type(row) is dict and all(map(_is_text, row.values())) for row in rows)
+def recorded_dists(record: TreeEntry) -> tuple[dict[str, str], ...]:
+    """The record's distributions if every row is an object of strings, else none (verify then reports the tree
+    as not matching its record)."""
+    rows = record.dists
+    return rows if all(type(row) is dict and all(map(_is_text, row.values())) for row in rows) else ()
 
 
 def _same_version(record: TreeEntry, tid: TreeId) -> bool:
