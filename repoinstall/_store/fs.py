@@ -215,13 +215,13 @@ def read_file(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22, *, lookup
     try:
         # A file replaced (write_atomic's rename) or removed by another NFS client between our open and our read
         # reads as ESTALE: look its name up again from the parent, a handle that is still good, as the kernel does.
-        for attempt in range(STALE_LOOKUPS):
+        for _ in range(STALE_LOOKUPS - 1):
             try:
                 return _read_regular(parent, parts[-1], limit)
             except OSError as error:
-                if not stale(error) or attempt == STALE_LOOKUPS - 1:
+                if not stale(error):
                     raise
-        raise AssertionError("unreachable")
+        return _read_regular(parent, parts[-1], limit)
     finally:
         if parent != dir_fd:
             os.close(parent)

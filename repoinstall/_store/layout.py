@@ -207,22 +207,28 @@ class Layout:
         from .. import _log
 
         outer = self.revalidating
-        self._rerunning += 1  # unguarded: a count only ever read as "zero or not" by a hint (see revalidating)
+        # Counted under the guard (threads may rerun at once): while it is above zero, revalidating reads this
+        # thread's flag; at zero it is False without one (the warm path's single attribute read).
+        with self._guard:
+            self._rerunning += 1
+        self._again.on = True
         try:
-            for attempt in range(1, _fs.STALE_LOOKUPS):
+            for _ in range(_fs.STALE_LOOKUPS - 2):
                 _log.logger().debug("%s: a handle went stale (%s); looking the repo up again", self.root, error)
                 self.forget()
-                self._again.on = True
                 try:
                     return work(*args, **kwargs)
                 except OSError as again:
-                    if not _fs.stale(again) or attempt == _fs.STALE_LOOKUPS - 1:
+                    if not _fs.stale(again):
                         raise
                     error = again
-            raise AssertionError("unreachable")
+            _log.logger().debug("%s: a handle went stale (%s); looking the repo up again", self.root, error)
+            self.forget()
+            return work(*args, **kwargs)
         finally:
             self._again.on = outer
-            self._rerunning -= 1
+            with self._guard:
+                self._rerunning -= 1
 
     @property
     def revalidating(self) -> bool:
