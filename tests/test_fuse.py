@@ -94,3 +94,38 @@ def test_doctor_fails_where_hard_links_are_missing(tmp_path: Path) -> None:
         assert done.returncode == 1
         assert "FAIL  hard links: unsupported (EPERM)" in done.stdout
         assert done.stderr.startswith("repoinstall: error: ") and "hard links" in done.stderr
+
+
+def test_a_file_removed_between_open_and_read_reads_as_missing(tmp_path: Path) -> None:
+    # A peer on another client removes the file between our open and our read: this client answers the read on
+    # the descriptor by its path, which is gone (ENOENT, with no file name). It reads as "not there".
+    from repoinstall._store import fs
+
+    for [mount] in _mount(tmp_path, ["vanishing"], "--vanish=.owner"):
+        (tmp_path / "backing" / "x.owner").write_text("{}")
+        (tmp_path / "backing" / "kept").write_text("kept")
+        fd = os.open(mount, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert fs.read_file(fd, ("kept",)) == b"kept"
+            assert fs.read_file(fd, ("x.owner",)) is None
+        finally:
+            os.close(fd)
+        assert not (tmp_path / "backing" / "x.owner").exists()  # it was opened, and went
+
+
+def test_a_waiter_whose_holders_note_goes_while_read_keeps_waiting(tmp_path: Path, index: IndexServer) -> None:
+    # The holder works on the server's own disk; the waiter's client loses the holder's note between opening and
+    # reading it each time it looks (a holder on another client releasing at that instant). A live pod must not
+    # fail for it: it waits, and uses the holder's tree.
+    for [mount] in _mount(tmp_path, ["waiter"], "--vanish=.owner"):
+        index.delays["slow_pkg"] = 3.0
+        backing_repo = tmp_path / "backing" / "repo"
+        holder = start(*ensure_args(backing_repo, index.url, "slow-pkg==1.0"), prefix=as_pod("pod-a"))
+        index.wait_for_download("slow_pkg")
+        waiter = start(*ensure_args(mount / "repo", index.url, "slow-pkg==1.0"), prefix=as_pod("pod-b"))
+        code, out, err = finish(waiter)
+        assert code == 0, err
+        assert actions(out) == ["waited"]
+        assert "waiting for" in err, err
+        assert finish(holder)[0] == 0
+        assert index.downloads("slow_pkg") == 1

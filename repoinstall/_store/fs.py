@@ -96,6 +96,13 @@ def stale(error: BaseException) -> bool:
     return isinstance(error, OSError) and error.errno == errno.ESTALE
 
 
+def vanished(error: OSError) -> bool:
+    """Whether ``error``, raised by a call on a descriptor (no file name), says that what it names was replaced or
+    removed by another client since we opened it: ESTALE on NFS; ENOENT on a FUSE filesystem that serves
+    descriptors by their path (a local filesystem keeps an open file readable after its unlink)."""
+    return error.errno == errno.ESTALE or (error.errno == errno.ENOENT and error.filename is None)
+
+
 def revalidate(dir_fd: int) -> None:
     """Make this client see the directory as the server has it now, entries peers made or removed included.
 
@@ -213,15 +220,16 @@ def read_file(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22, *, lookup
     if parent is None:
         return None
     try:
-        # A file replaced (write_atomic's rename) or removed by another NFS client between our open and our read
-        # reads as ESTALE: look its name up again from the parent, a handle that is still good, as the kernel does.
-        for _ in range(STALE_LOOKUPS - 1):
+        # A file replaced (write_atomic's rename) or removed by another client between our open and our read reads
+        # as ESTALE on NFS, and as ENOENT on a FUSE filesystem that resolves our descriptor by its path: look its
+        # name up again from the parent, a handle that is still good, as the kernel does. Still gone: missing.
+        for attempt in range(STALE_LOOKUPS):
             try:
                 return _read_regular(parent, parts[-1], limit)
             except OSError as error:
-                if not stale(error):
+                if not vanished(error) or (attempt == STALE_LOOKUPS - 1 and stale(error)):
                     raise
-        return _read_regular(parent, parts[-1], limit)
+        return None
     finally:
         if parent != dir_fd:
             os.close(parent)

@@ -280,6 +280,16 @@ class FileTreeLock:
             return False
         except SoftFileLockProtocolError as error:
             raise _Unreadable from error
+        except OSError as error:
+            # filelock reads a peer's records by opening them and then reading the descriptor. A peer on another
+            # client that removes one in between (it released, or moved the log on) makes that read fail: ENOENT
+            # on a FUSE filesystem that serves descriptors by path, ESTALE on NFS. That is a view of the lock in
+            # motion, not an answer: not taken this time, and the next attempt looks again. The wait stays bounded
+            # by its timeout, and the lock only saves duplicate work: the rename is the commit point.
+            if not _fs.vanished(error):
+                raise
+            _log.logger().debug("%s: a record went away while read (%s); trying again", self.path, error)
+            return False
         except RuntimeError as error:
             # filelock's TreeReplacedError (private): a file or symlink took the place of the lock's state dir
             # since open_lock looked. One spec fails with a clear line; the others go on.

@@ -4,7 +4,12 @@ Like the Linux NFS and CephFS kernel clients, a high-level libfuse2 filesystem c
 kernel answers ``renameat2(RENAME_NOREPLACE / RENAME_EXCHANGE)`` with EINVAL. Two mounts of one backing
 directory are two clients with their own attribute caches.
 
-    python fusefs.py BACKING MOUNTPOINT [--no-links]    (runs in the foreground until unmounted)
+    python fusefs.py BACKING MOUNTPOINT [--no-links] [--vanish=SUFFIX]    (runs in the foreground until unmounted)
+
+``--vanish=SUFFIX``: a file whose name ends with SUFFIX is removed from the backing directory just after this
+client opened it for reading, as a peer on another client would remove it between our open and our read. This
+client then answers calls on the open descriptor as such a filesystem does: by its path, which is gone (ENOENT),
+asking the server each time (no attribute cache).
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from fuse import FUSE, FuseOSError, Operations
 
 
 class Passthrough(Operations):  # type: ignore[misc]
-    def __init__(self, root: str, *, links: bool = True) -> None:
+    def __init__(self, root: str, *, links: bool = True, vanish: str | None = None) -> None:
         self.root = os.path.realpath(root)
         self.links = links
+        self.vanish = vanish
 
     def _full(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/"))
@@ -97,6 +103,8 @@ class Passthrough(Operations):  # type: ignore[misc]
     # raw_fi: the kernel's open flags (O_EXCL included) reach os.open unchanged.
     def open(self, path: str, fi: Any) -> int:
         fi.fh = self._call(os.open, self._full(path), fi.flags)
+        if self.vanish and path.endswith(self.vanish) and fi.flags & os.O_ACCMODE == os.O_RDONLY:
+            self._call(os.unlink, self._full(path))
         return 0
 
     def create(self, path: str, mode: int, fi: Any) -> int:
@@ -121,8 +129,9 @@ class Passthrough(Operations):  # type: ignore[misc]
 
 def main() -> None:
     backing, mountpoint = sys.argv[1], sys.argv[2]
+    vanish = next((arg.split("=", 1)[1] for arg in sys.argv[3:] if arg.startswith("--vanish=")), None)
     FUSE(
-        Passthrough(backing, links="--no-links" not in sys.argv[3:]),
+        Passthrough(backing, links="--no-links" not in sys.argv[3:], vanish=vanish),
         mountpoint,
         foreground=True,
         nothreads=False,
@@ -130,6 +139,9 @@ def main() -> None:
         use_ino=True,
         allow_other=False,
         fsname="repoinstall-test",
+        # With --vanish, every call on a descriptor asks the server, as a client whose cached attributes just
+        # expired does: the race it stands for is then met every time, not only once the cache times out.
+        **({"attr_timeout": 0} if vanish else {}),
     )
 
 
