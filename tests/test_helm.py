@@ -3,6 +3,7 @@ against the Kubernetes OpenAPI schemas of three versions (kubernetes-validate). 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -20,6 +21,16 @@ import yaml
 CHART = Path(__file__).parent.parent / "helm" / "repoinstall"
 KUBERNETES = ["1.29.0", "1.33.0", "1.37.0"]
 SECRET_URL = "https://deploy:s3cr3t@pypi.example/simple"
+PYLOCK = """lock-version = "1.0"
+created-by = "uv"
+requires-python = ">=3.11"
+
+[[packages]]
+name = "adaptor"
+version = "1.4"
+wheels = [{url = "https://files.example/adaptor-1.4-py3-none-any.whl", hashes = {sha256 = "%s"}}]
+""" % ("0" * 64)
+LOCK_MOUNT = {"name": "repoinstall-lock", "mountPath": "/etc/repoinstall/lock", "readOnly": True}
 
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "defaults": {},
@@ -39,7 +50,13 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "refresh": True,
         },
         "lock": {"staleAfter": 300, "heartbeat": 30, "waitTimeout": 600, "disabled": False},
-        "install": {"timeout": 1200, "jobs": 2, "installer": "uv"},
+        "install": {
+            "timeout": 1200,
+            "jobs": 2,
+            "installer": "uv",
+            "lockFile": PYLOCK,
+            "lockFileName": "pylock.prod.toml",
+        },
         "prewarm": {"enabled": True, "backoffLimit": 5, "activeDeadlineSeconds": 900, "ttlSecondsAfterFinished": 60},
         "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy.example:3128"}],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
@@ -49,6 +66,11 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "volumePermissions": {"enabled": True, "image": {"repository": "busybox", "tag": "1.36"}},
     },
     "single node": {"requirements": ["adaptor==1.4"], "lock": {"disabled": True}, "prewarm": {"enabled": False}},
+    "lock file": {"install": {"lockFile": PYLOCK}, "exampleWorker": {"enabled": True}},
+    "lock ConfigMap": {
+        "install": {"lockConfigMap": {"name": "locks-v2", "key": "requirements-lock.txt"}},
+        "exampleWorker": {"enabled": True},
+    },
 }
 
 
@@ -93,12 +115,14 @@ def test_init_container_command_mounts_and_security() -> None:
     documents = render(VALUE_SETS["everything"])
     worker = of_kind(documents, "Deployment")[0]["spec"]["template"]["spec"]
     (_permissions, init) = worker["initContainers"]
-    assert init["args"][:5] == ["ensure", "--requirement", "/etc/repoinstall/requirements.txt", "--repo", "/opt/repo"]
-    assert init["args"][5:] == ["--extra-index-url", "https://mirror.example/simple"]
+    assert init["args"][:3] == ["ensure", "--requirement", "/etc/repoinstall/requirements.txt"]
+    assert init["args"][3:7] == ["--requirement", "/etc/repoinstall/lock/pylock.prod.toml", "--repo", "/opt/repo"]
+    assert init["args"][7:] == ["--extra-index-url", "https://mirror.example/simple"]
     assert init["command"] == ["repoinstall"]  # not left to the image's ENTRYPOINT: the workers' image has none
     mounts = {m["name"]: m for m in init["volumeMounts"]}
     assert mounts["repoinstall-repo"] == {"name": "repoinstall-repo", "mountPath": "/opt/repo", "subPath": "python"}
     assert mounts["repoinstall-requirements"]["readOnly"] and mounts["repoinstall-netrc"]["readOnly"]
+    assert mounts["repoinstall-lock"] == LOCK_MOUNT
     env = {e["name"]: e for e in init["env"]}
     assert env["REPOINSTALL_STALE_AFTER"]["value"] == "300" and env["REPOINSTALL_HEARTBEAT"]["value"] == "30"
     assert env["REPOINSTALL_NO_LOCK"]["value"] == "0" and env["REPOINSTALL_REFRESH"]["value"] == "1"
@@ -145,7 +169,7 @@ def test_credentials_come_from_a_secret_and_never_from_a_configmap() -> None:
                     "valueFrom": {"secretKeyRef": {"name": "index-credentials", "key": "url"}},
                 }
     assert any("PIP_INDEX_URL" in str(spec) for spec in pod_specs(documents))
-    (config,) = of_kind(documents, "ConfigMap")
+    (config,) = [c for c in of_kind(documents, "ConfigMap") if "requirements.txt" in c["data"]]
     assert config["data"]["requirements.txt"].splitlines()[1:] == ["adaptor==1.4"]
     assert not of_kind(documents, "Secret")  # the chart never writes credentials anywhere
     chart = helm.Chart.load(CHART)
@@ -209,6 +233,163 @@ def test_schema_refusals_of_credentials_say_what_to_do_and_never_echo_them(
         message = str(refused.value)
         assert f"at '{where}': value must be '" in message and way_out in message, message
         assert "'not' failed" not in message and "s3cr3t" not in message, message
+
+
+def lock_pods(documents: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(pod template, its repoinstall container) of the prewarm Job and the example worker."""
+    found = []
+    for kind in ("Job", "Deployment"):
+        (owner,) = of_kind(documents, kind)
+        template = owner["spec"]["template"]
+        spec = template["spec"]
+        (container,) = [c for c in spec.get("initContainers", []) + spec["containers"] if c["name"] == "repoinstall"]
+        found.append((template, container))
+    return found
+
+
+def test_an_inline_lock_file_is_a_configmap_mounted_read_only_and_ensured() -> None:
+    values = {"requirements": ["other==2.0"], "install": {"lockFile": PYLOCK}, "exampleWorker": {"enabled": True}}
+    documents = render(values)
+    (lock,) = [c for c in of_kind(documents, "ConfigMap") if c["metadata"]["name"] == "rel-repoinstall-lock"]
+    assert lock["data"] == {"pylock.toml": PYLOCK}  # the content as given, under its name
+    for template, container in lock_pods(documents):
+        # The requirements too, in the same run: ensure -r requirements.txt -r <lock>.
+        assert container["args"][:6] == [
+            "ensure",
+            "--requirement",
+            "/etc/repoinstall/requirements.txt",
+            "--requirement",
+            "/etc/repoinstall/lock/pylock.toml",
+            "--repo",
+        ]
+        assert LOCK_MOUNT in container["volumeMounts"]
+        volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+        assert volumes["repoinstall-lock"]["configMap"] == {
+            "name": "rel-repoinstall-lock",
+            "items": [{"key": "pylock.toml", "path": "pylock.toml"}],
+        }
+        checksum = template["metadata"]["annotations"]["checksum/lock"]
+        assert len(checksum) == 64
+    assert "the lock file /etc/repoinstall/lock/pylock.toml" in notes(values)
+
+    def checksums(values: dict[str, Any]) -> set[str]:
+        return {t["metadata"]["annotations"]["checksum/lock"] for t, _ in lock_pods(render(values))}
+
+    (same,) = checksums(values)  # the Job's and the worker's agree
+    assert checksums(values | {"podAnnotations": {"team": "workers"}}) == {same}
+    (job,) = of_kind(render(values | {"podAnnotations": {"team": "workers"}}), "Job")
+    assert job["spec"]["template"]["metadata"]["annotations"] == {"team": "workers", "checksum/lock": same}
+    changed = values | {"install": {"lockFile": PYLOCK.replace("1.4", "1.5")}}
+    assert checksums(changed) != {same}  # a changed lock makes new pods
+    renamed = values | {"install": {"lockFile": PYLOCK, "lockFileName": "pylock.prod.toml"}}
+    assert checksums(renamed) != {same}
+    # A lock file alone: the Job still runs, and the requirements file (empty) is not passed.
+    documents = render({"install": {"lockFile": PYLOCK, "lockFileName": "requirements-lock.txt"}})
+    (job,) = of_kind(documents, "Job")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["args"][:4] == ["ensure", "--requirement", "/etc/repoinstall/lock/requirements-lock.txt", "--repo"]
+
+
+def test_a_lock_file_from_an_existing_configmap_is_mounted_the_same_way() -> None:
+    values = VALUE_SETS["lock ConfigMap"]
+    documents = render(values)
+    assert [c["metadata"]["name"] for c in of_kind(documents, "ConfigMap")] == ["rel-repoinstall-requirements"]
+    for template, container in lock_pods(documents):
+        assert container["args"][:4] == [
+            "ensure",
+            "--requirement",
+            "/etc/repoinstall/lock/requirements-lock.txt",
+            "--repo",
+        ]
+        assert LOCK_MOUNT in container["volumeMounts"]
+        volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+        assert volumes["repoinstall-lock"]["configMap"] == {
+            "name": "locks-v2",
+            "items": [{"key": "requirements-lock.txt", "path": "requirements-lock.txt"}],
+        }
+    (checksum,) = {t["metadata"]["annotations"]["checksum/lock"] for t, _ in lock_pods(documents)}
+    other = render({"install": {"lockConfigMap": {"name": "locks-v3", "key": "requirements-lock.txt"}}})
+    (job,) = of_kind(other, "Job")
+    assert job["spec"]["template"]["metadata"]["annotations"]["checksum/lock"] != checksum  # a new name rolls
+    # Without a lock file, nothing of it: no volume, no mount, no annotation.
+    for without in (VALUE_SETS["requirements"] | {"exampleWorker": {"enabled": True}}, {}):
+        documents = render(without)
+        assert "repoinstall-lock" not in str(documents) and "checksum/lock" not in str(documents)
+        assert "/etc/repoinstall/lock" not in notes(without)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"install": {"lockFileName": "pylock.toml"}},
+        {"install": {"lockFileName": "pylock.prod-2.toml"}},
+        {"install": {"lockFileName": "requirements.lock.txt"}},
+        {"install": {"lockFile": 'vcs = {url = "ssh://git@git.example/adaptor.git"}\n'}},  # a user, not a secret
+        {"install": {"lockConfigMap": {}}},
+        {"install": {"lockFile": "", "lockConfigMap": {"name": "locks", "key": "pylock.toml"}}},
+        {"install": {"lockFile": PYLOCK, "lockConfigMap": {}}},
+    ],
+    ids=lambda v: str(v)[:50],
+)
+def test_schema_accepts_lock_files(values: dict[str, Any]) -> None:
+    helm.Chart.load(CHART).validate_schema(values)
+
+
+@pytest.mark.parametrize(
+    ("values", "where", "way_out"),
+    [
+        (
+            {"install": {"lockFile": PYLOCK, "lockConfigMap": {"name": "locks", "key": "pylock.toml"}}},
+            "/install/lockFile",
+            "empty when install.lockConfigMap is set",
+        ),
+        ({"install": {"lockConfigMap": {"name": "locks"}}}, "/install/lockConfigMap", "both set"),
+        ({"install": {"lockConfigMap": {"key": "pylock.toml"}}}, "/install/lockConfigMap", "both set"),
+        ({"install": {"lockConfigMap": {"name": "", "key": "pylock.toml"}}}, "/install/lockConfigMap", "both set"),
+        ({"install": {"lockFileName": "lock.toml"}}, "/install/lockFileName", "pylock.<name>.toml (PEP 751)"),
+        ({"install": {"lockFileName": "pylock.a.b.toml"}}, "/install/lockFileName", "<name>.txt"),
+        ({"install": {"lockFileName": "requirements.in"}}, "/install/lockFileName", "pylock.toml"),
+        ({"install": {"lockFileName": "../pylock.toml"}}, "/install/lockFileName", "pylock.toml"),
+        (
+            {"install": {"lockConfigMap": {"name": "locks", "key": "uv.lock"}}},
+            "/install/lockConfigMap/key",
+            "pylock.<name>.toml (PEP 751)",
+        ),
+        (
+            {"install": {"lockFile": PYLOCK.replace("https://files.example", SECRET_URL)}},
+            "/install/lockFile",
+            "index.existingSecret",
+        ),
+    ],
+    ids=["both", "no key", "no name", "empty name", "name", "dotted name", ".in", "path", "key", "credentials"],
+)
+def test_schema_refusals_of_lock_files_say_what_to_do(values: dict[str, Any], where: str, way_out: str) -> None:
+    chart = helm.Chart.load(CHART)
+    for attempt in (
+        lambda: chart.validate_schema(values),
+        lambda: chart.render(values, name="rel", namespace="workers", is_install=True),
+    ):
+        with pytest.raises(helm.HelmError) as refused:
+            attempt()
+        message = str(refused.value)
+        assert f"at '{where}': value must be '" in message and way_out in message, message
+        assert "'not' failed" not in message and "s3cr3t" not in message and "lock-version" not in message, message
+
+
+def test_schema_refuses_a_lock_file_name_that_is_its_own_message() -> None:
+    """The if/then's const is no file name: given as one, the pattern beside it refuses it."""
+    chart = helm.Chart.load(CHART)
+    install = json.loads((CHART / "values.schema.json").read_text())["properties"]["install"]
+    const = install["properties"]["lockFileName"]["then"]["const"]
+    assert install["properties"]["lockConfigMap"]["properties"]["key"]["then"]["const"] == const
+    for values in (
+        {"install": {"lockFileName": const}},
+        {"install": {"lockConfigMap": {"name": "locks", "key": const}}},
+        {"install": {"lockConfigMap": {"name": "Locks_2", "key": "pylock.toml"}}},  # not a ConfigMap's name
+        {"install": {"lockConfigMap": {"name": "locks", "key": "pylock.toml", "optional": True}}},
+    ):
+        with pytest.raises(helm.HelmError):
+            chart.validate_schema(values)
 
 
 def test_the_chart_works_as_a_subchart_and_takes_a_command() -> None:

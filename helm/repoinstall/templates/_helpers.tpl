@@ -41,6 +41,46 @@ app.kubernetes.io/part-of: repoinstall
 {{- end }}
 
 {{/*
+The lock file (pinned versions with hashes, installed as one locked tree): the ConfigMap that holds it (the
+chart's own for install.lockFile, or install.lockConfigMap's), its key, which is also its file name, and its
+path in containers. All empty when no lock file is given.
+*/}}
+{{- define "repoinstall.lockConfigName" -}}
+{{- if .Values.install.lockFile }}
+{{- printf "%s-lock" (include "repoinstall.fullname" .) }}
+{{- else }}
+{{- get (.Values.install.lockConfigMap | default dict) "name" }}
+{{- end }}
+{{- end }}
+
+{{- define "repoinstall.lockKey" -}}
+{{- if .Values.install.lockFile }}
+{{- .Values.install.lockFileName }}
+{{- else }}
+{{- get (.Values.install.lockConfigMap | default dict) "key" }}
+{{- end }}
+{{- end }}
+
+{{- define "repoinstall.lockPath" -}}
+{{- with include "repoinstall.lockKey" . }}
+{{- printf "/etc/repoinstall/lock/%s" . }}
+{{- end }}
+{{- end }}
+
+{{/*
+PUBLIC: what a changed lock file changes, for a checksum/lock annotation on a pod template (the prewarm Job's,
+the example worker's, a workload's own) so that a new lock makes new pods: the content of install.lockFile;
+of an existing ConfigMap, which the chart cannot see, only its name and key. Empty without a lock file.
+*/}}
+{{- define "repoinstall.lockChecksum" -}}
+{{- if .Values.install.lockFile }}
+{{- printf "%s\n%s" .Values.install.lockFileName .Values.install.lockFile | sha256sum }}
+{{- else if include "repoinstall.lockKey" . }}
+{{- printf "configmap %s %s" (include "repoinstall.lockConfigName" .) (include "repoinstall.lockKey" .) | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{/*
 The repo's path inside a container.
 */}}
 {{- define "repoinstall.repoPath" -}}
@@ -48,13 +88,21 @@ The repo's path inside a container.
 {{- end }}
 
 {{/*
-`repoinstall ensure` for the requirements ConfigMap, with every setting from values. Credentials never appear
-here: they come from a Secret through the environment (PIP_INDEX_URL, NETRC).
+`repoinstall ensure` for the requirements ConfigMap and the lock file, with every setting from values: the
+requirements file unless only a lock file is given, then the lock file (one locked tree). Credentials never
+appear here: they come from a Secret through the environment (PIP_INDEX_URL, NETRC).
 */}}
 {{- define "repoinstall.ensureArgs" -}}
+{{- $lock := include "repoinstall.lockPath" . -}}
 - ensure
+{{- if or .Values.requirements (not $lock) }}
 - --requirement
 - /etc/repoinstall/requirements.txt
+{{- end }}
+{{- with $lock }}
+- --requirement
+- {{ . | quote }}
+{{- end }}
 - --repo
 - {{ include "repoinstall.repoPath" . | quote }}
 {{- with .Values.index.url }}
@@ -119,6 +167,11 @@ here: they come from a Secret through the environment (PIP_INDEX_URL, NETRC).
 {{- if .Values.index.netrcSecret }}
 - name: repoinstall-netrc
   mountPath: /etc/repoinstall/netrc
+  readOnly: true
+{{- end }}
+{{- if include "repoinstall.lockKey" . }}
+- name: repoinstall-lock
+  mountPath: /etc/repoinstall/lock
   readOnly: true
 {{- end }}
 {{- end }}
@@ -222,6 +275,15 @@ PUBLIC: the volumes the init container (and the workload's repo mount) need.
     secretName: {{ .Values.index.netrcSecret }}
     defaultMode: 0400
 {{- end }}
+{{- with include "repoinstall.lockKey" . }}
+- name: repoinstall-lock
+  configMap:
+    name: {{ include "repoinstall.lockConfigName" $ }}
+    {{- /* Only the lock file, under its key's name: a ConfigMap without that key fails the pod at once. */}}
+    items:
+      - key: {{ . | quote }}
+        path: {{ . | quote }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -238,10 +300,15 @@ PUBLIC: the repo mount for the workload's own containers (read-only: workers onl
 
 {{/*
 The chart's pods' own labels and annotations (e.g. a service mesh's sidecar opt-out), from podLabels and
-podAnnotations, under template.metadata.
+podAnnotations, under template.metadata; with a lock file, checksum/lock too, so that a changed lock makes
+new pods (Helm's checksum/config practice).
 */}}
 {{- define "repoinstall.podMetadata" -}}
-{{- with .Values.podAnnotations }}
+{{- $annotations := deepCopy (.Values.podAnnotations | default dict) -}}
+{{- with include "repoinstall.lockChecksum" . }}
+{{- $_ := set $annotations "checksum/lock" . }}
+{{- end -}}
+{{- with $annotations }}
 annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
