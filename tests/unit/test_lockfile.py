@@ -1,7 +1,7 @@
 """Lock files read for this environment: hand-written pylock.toml files and hashed requirements, good and bad.
 
 Every refusal is one RequirementsFileError line (exit 2) naming the file and the key or package; the messages are
-asserted whole. Locks made by pip and uv against a real index: tests/test_lockfile.py.
+asserted whole. Locks made by pip and uv against a real index: tests/test_locks_from_tools.py.
 """
 
 from __future__ import annotations
