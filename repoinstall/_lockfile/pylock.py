@@ -161,6 +161,8 @@ def _artifact(
         )
     if sources:  # an archive: a URL or path and its hashes
         table = _table(package, "archive", key)
+        if table.get("subdirectory") is not None:  # a project inside the archive: nothing here can say which
+            raise _Malformed(f"{key}.archive.subdirectory", "archives with a subdirectory are not supported")
         filename, url, digest = _file(table, f"{key}.archive", base)
         if version is None:
             parsed = wheel_name(filename)

@@ -285,6 +285,13 @@ def test_the_installed_python_and_environments_are_checked(tmp_path: Path) -> No
         (HEAD + _package("p", "1"), "packages[0] (p): has no wheels, sdist, archive, directory or vcs entry"),
         (
             HEAD
+            + _package(
+                "p", "1", f"archive = {{ url = 'https://x/p.zip', subdirectory = 'x', hashes = {{ sha256 = '{A}' }} }}"
+            ),
+            "packages[0].archive.subdirectory: archives with a subdirectory are not supported",
+        ),
+        (
+            HEAD
             + _package("p", "1", _wheels(("p-1-py3-none-any.whl", A)))
             + _package("P", "2", _wheels(("p-2-py3-none-any.whl", B))),
             "packages[1] (p): selected twice for this environment, also at packages[0]",
