@@ -1,0 +1,105 @@
+"""Reading a lock file: which kind it is, and what it installs here, remembered per file and environment.
+
+``read_lock`` is on the warm path of ``ensure -r pylock.toml``: asked again in the same process for an unchanged
+file (same device, inode, size, mtime and ctime: any write changes the ctime, which no user can set back), it
+answers from memory with one ``stat``. Hashed requirements files are read each time: a nested ``-r`` file could
+change unseen, and their reader is cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+
+from .._errors import RequirementsFileError
+from .._store.identity import canonical_name
+from .environment import THIS, Environment
+from .model import PYLOCK, Lock, LockedPackage
+
+#: PEP 751's file names: ``pylock.toml`` and ``pylock.<name>.toml``.
+_LOCK_NAME = re.compile(r"^pylock\.(?:[^.]+\.)?toml$")
+#: A top-level ``lock-version`` key (bare or quoted) at the start of a line.
+_LOCK_VERSION_KEY = re.compile(r"""^[ \t]*(?:lock-version|"lock-version"|'lock-version')[ \t]*=""", re.MULTILINE)
+_CACHE_SIZE = 64
+
+_Key = tuple[str, str, Environment, frozenset[str], frozenset[str] | None]
+_Stat = tuple[int, int, int, int, int]
+_cache: dict[_Key, tuple[_Stat, Lock]] = {}
+
+
+def is_lock_file(path: str, text: str | None = None) -> bool:
+    """Whether ``path`` is a PEP 751 lock: named ``pylock.toml`` or ``pylock.<name>.toml``, or a TOML file (its
+    ``text`` if given, else the file when its name ends in ``.toml``) with a ``lock-version`` key."""
+    name = os.path.basename(path)
+    if _LOCK_NAME.match(name):
+        return True
+    if text is None:
+        if not name.endswith(".toml"):
+            return False
+        from .._textfile import read_text
+
+        try:
+            text = read_text(path, "lock file")
+        except RequirementsFileError:
+            return False  # not readable: whoever reads it next says why
+    return _LOCK_VERSION_KEY.search(text) is not None
+
+
+def read_lock(
+    path: str,
+    *,
+    environment: Environment | None = None,
+    extras: Iterable[str] = (),
+    groups: Iterable[str] | None = None,
+) -> Lock:
+    """What the lock file at ``path`` installs in ``environment`` (this interpreter by default): a ``pylock.toml``
+    (see :func:`is_lock_file`) or a requirements file whose every line that applies here is pinned and hashed.
+
+    ``extras`` and ``groups`` are the PEP 751 selection for a pylock (default: no extras, the lock's
+    ``default-groups``). Any problem is one :class:`RequirementsFileError` line (exit 2) naming the file."""
+    environment = environment or THIS
+    extras_set = frozenset(canonical_name(e) for e in extras)
+    groups_set = None if groups is None else frozenset(groups)
+    key = (path, "" if path.startswith("/") else os.getcwd(), environment, extras_set, groups_set)
+    try:
+        info = os.stat(path)
+        signature: _Stat | None = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    except OSError:
+        signature = None  # read_text says why, in one line
+    cached = _cache.get(key)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    from .._textfile import read_text
+
+    text = read_text(path, "lock file")
+    if not is_lock_file(path, text):
+        from .._requirements import read_requirements_file
+        from .hashed import lock_from_requirements
+
+        return lock_from_requirements(read_requirements_file(path), path, environment=environment)
+    lock = Lock(path, PYLOCK, _pylock(path, text, environment, extras_set, groups_set))
+    if signature is not None:
+        if len(_cache) >= _CACHE_SIZE:
+            del _cache[next(iter(_cache))]
+        _cache[key] = (signature, lock)
+    return lock
+
+
+def forget() -> None:
+    """Drop every remembered lock (tests)."""
+    _cache.clear()
+
+
+def _pylock(
+    path: str, text: str, environment: Environment, extras: frozenset[str], groups: frozenset[str] | None
+) -> tuple[LockedPackage, ...]:
+    import tomllib
+
+    from .pylock import select
+
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise RequirementsFileError(f"{path}: not a valid TOML lock file: {error}") from None
+    return select(path, document, environment, extras=extras, groups=groups)
