@@ -214,6 +214,19 @@ class Repo:
             return self._ensure_one(*members[0])
         return self._ensure_one(*combined(self.env, members))
 
+    def ensure_lock(self, path: str) -> EnsureResult:
+        """Make sure the tree of the lock file ``path`` is installed: a PEP 751 ``pylock.toml`` (or
+        ``pylock.<name>.toml``), or a requirements file whose every line is pinned and hashed (pip-compile's and
+        ``uv pip compile --generate-hashes``' output). The tree holds exactly the packages the lock names for this
+        environment, each from the artifact it names, every hash checked, nothing resolved; it is keyed by that
+        set of (name, version, hash), so files with the same content here share it. Anything else (a requirements
+        file not fully hashed, a malformed lock): :class:`RequirementsFileError` saying why (exit 2)."""
+        return self.ensure(_lock_request(path))
+
+    async def aensure_lock(self, path: str) -> EnsureResult:
+        """:meth:`ensure_lock` for asyncio (the file is read on the loop: small, and cached while unchanged)."""
+        return await self.aensure(_lock_request(path))
+
     async def aensure(self, requested: Requested | str) -> EnsureResult:
         """:meth:`ensure` for asyncio. The lock-free check runs on the loop (a few small opens); resolution
         uses ``httpx.AsyncClient``; an install, with its lock waits, runs on a worker thread.
@@ -490,6 +503,14 @@ class Repo:
         from ._ops.listing import installed
 
         return self._layout.retrying(installed, self._layout)
+
+
+def _lock_request(path: str) -> Requested:
+    from ._install.locked import read
+
+    found = read(path, require_hashes=True)
+    assert not isinstance(found, list)  # with require_hashes: a lock, or an error saying why not
+    return found
 
 
 def _parsed(requested: Requested | str) -> Requested:

@@ -35,8 +35,12 @@ class Requested(NamedTuple):
     source: str = "command line"
     #: The full PEP 508 parse; ``None`` for a plain ``name[extras]==version``, which needs nothing more.
     requirement: Requirement | None = None
-    #: For a set installed together (see ``_install.together``): the pinned requirements it holds.
+    #: For a set installed together (see ``_install.together``): the pinned requirements it holds; for a lock
+    #: file's tree (see ``_install.locked``): ``name==version`` of each package it installs.
     members: tuple[str, ...] = ()
+    #: For a lock file's tree: one requirements line per package, with its artifact's URL (if the lock gives
+    #: one) and hashes (``name @ URL --hash=sha256:...``), installed as they are with ``--no-deps``.
+    locked: tuple[str, ...] = ()
 
     def pinned_version(self) -> Version | None:
         """The one version an ``==X`` or ``===X`` spec names, or ``None`` for a range."""

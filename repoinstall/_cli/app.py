@@ -13,16 +13,17 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from .. import _log
-from .._errors import RepoinstallError
+from .._errors import InvalidInput, RepoinstallError
 from .._repo import Repo
 from .._results import EnsureResult
-from .._store.identity import is_set
+from .._store.identity import is_locked, is_set
 from .options import ENSURING, INSTALLING, LOCKING, OUTPUT, Options, repo_path, takes
 
 if TYPE_CHECKING:
     import logging
 
     from .._requirements import Requested
+    from .._store.manifest import TreeEntry
 
 EXIT_CODES = """\
 Exit codes: 0 ok; 1 install failed (pip error, disk full, not installed);
@@ -106,15 +107,15 @@ def _ensure_cli(
     specs: list[str] | None, requirement: list[str] | None, opts: Options, silent: bool
 ) -> "tuple[list[Requested], str, str, list[EnsureResult | RepoinstallError]]":
     """Parse the specs and files, ensure them all; what was asked, the repo, its env tag and each outcome."""
-    from .._requirements import collect
-
     if not specs and not requirement:
         _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
     try:
         # Files that list nothing (comments only) are fine: an init container for an empty list is a no-op.
-        wanted = collect(specs or [], requirement or [])
+        wanted = _collect(specs or [], requirement or [], require_hashes=opts.require_hashes)
     except RepoinstallError as error:
         _fail(error)
+    if opts.together and any(one.locked for one in wanted):
+        _fail("--together: a lock file is one tree already, its packages exactly as locked; drop --together", 2)
     progress = None
     if sys.stderr.isatty() and not silent:
         from .progress import Progress
@@ -137,9 +138,33 @@ def _ensure_cli(
     return wanted, store.path, store.env, outcomes
 
 
+def _collect(specs: list[str], files: list[str], *, require_hashes: bool) -> "list[Requested]":
+    """The specs, then each file's requirements, in order; a lock file (a pylock.toml, or every line pinned and
+    hashed) is one request, for its one tree."""
+    from .._requirements import parse_spec
+
+    wanted = [parse_spec(spec) for spec in specs]
+    if require_hashes and wanted:
+        raise InvalidInput(
+            f"--require-hashes: {wanted[0].text} has no hash (a spec on the command line cannot carry one); "
+            "give a requirements file with --hash lines, or a pylock.toml"
+        )
+    if not files:
+        return wanted
+    from .._install.locked import read
+
+    for path in files:
+        found = read(path, require_hashes=require_hashes)
+        wanted.extend(found if isinstance(found, list) else [found])
+    return wanted
+
+
 def _set_members(name: str, requirement: str) -> str:
-    """`` (a==1, b==2)`` after the name of a tree that holds a set installed together, else nothing."""
-    return f" ({', '.join(requirement.split())})" if is_set(name) else ""
+    """`` (a==1, b==2)`` after the name of a tree that holds a set installed together, `` (lock FILE)`` after a
+    lock file's tree, else nothing."""
+    if is_set(name):
+        return f" ({', '.join(requirement.split())})"
+    return f" (lock {requirement})" if is_locked(name) else ""
 
 
 def _together(store: Repo, wanted: "list[Requested]") -> "EnsureResult | RepoinstallError":
@@ -406,14 +431,14 @@ def doctor(*, opts: Options) -> None:
 
 @app.command(epilog=EXIT_CODES, short_help="Print the installed trees' paths joined for PYTHONPATH.")
 @takes("repo")
-def path(
-    specs: Annotated[list[str], typer.Argument(metavar="SPEC...", help="PEP 508 requirements.")], *, opts: Options
-) -> None:
-    """Print the installed trees' paths joined for PYTHONPATH; exit 1 if one is not installed."""
-    from .._requirements import parse_spec
+def path(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
+    """Print the installed trees' paths joined for PYTHONPATH; exit 1 if one is not installed.
 
+    A lock file given with -r (a pylock.toml, or requirements with hashes) names its one tree."""
+    if not specs and not requirement:
+        _fail("nothing to look up: give SPEC arguments or -r FILE", 2)
     try:
-        wanted = [parse_spec(spec) for spec in specs]
+        wanted = _collect(specs or [], requirement or [], require_hashes=False)
         with Repo(repo_path(opts, announce=False)) as store:
             paths = [store.tree_path(w) for w in wanted]
     except RepoinstallError as error:
@@ -443,6 +468,11 @@ def list_(*, opts: Options) -> None:
             "installer": record.installer,
             "installer_version": record.installer_version,
             "path": tree,
+            **(
+                {"lock": {"source": record.requirement, "members": _lock_members(record)}}
+                if is_locked(record.name)
+                else {}
+            ),
         }
         for record, tree in records
     ]
@@ -451,8 +481,19 @@ def list_(*, opts: Options) -> None:
         return
     for record, path in records:
         extras = f"[{','.join(record.extras)}]" if record.extras else ""
-        tree = f"{record.name}{extras}=={record.version}{_set_members(record.name, record.requirement)}"
-        typer.echo(f"{tree}  {record.env}  {record.installed_at}  {path}")
+        members = _set_members(record.name, record.requirement)
+        if is_locked(record.name):
+            members = f" (lock {record.requirement}: {', '.join(_lock_members(record))})"
+        typer.echo(f"{record.name}{extras}=={record.version}{members}  {record.env}  {record.installed_at}  {path}")
+
+
+def _lock_members(record: "TreeEntry") -> list[str]:
+    """``name==version`` of each package a lock file's tree holds, as its record lists them (its own metapackage
+    left out)."""
+    from .._store.manifest import recorded_dists
+
+    rows = recorded_dists(record)
+    return sorted(f"{row.get('name')}=={row.get('version')}" for row in rows if row.get("name") != record.name)
 
 
 def _stop_installs() -> None:

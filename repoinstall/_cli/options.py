@@ -45,6 +45,7 @@ class Options(NamedTuple):
     pre: bool = False
     index_ttl: float = INDEX_TTL
     together: bool = False
+    require_hashes: bool = False
 
     def install_options(self) -> "InstallOptions":
         from .._options import InstallOptions
@@ -190,6 +191,13 @@ DECLARED: dict[str, Any] = {
             help="Install the SPECs as one tree, their dependencies resolved in one go: one version of each.",
         ),
     ],
+    "require_hashes": Annotated[
+        bool,
+        typer.Option(
+            "--require-hashes",
+            help="As pip: refuse input that is not pinned and hashed (a -r FILE of hashed lines, or a pylock.toml).",
+        ),
+    ],
 }
 
 #: The sets commands take.
@@ -206,7 +214,7 @@ INSTALLING = (
     "constraint",
 )
 RESOLVING = ("jobs", "refresh", "pre", "index_ttl")
-ENSURING = (*RESOLVING, "together")
+ENSURING = (*RESOLVING, "together", "require_hashes")
 
 F = TypeVar("F", bound=Callable[..., None])
 

@@ -39,6 +39,7 @@ def ensure_tree(
 ) -> Outcome:
     """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took."""
     from .backends.run import install
+    from .locked import requirements
     from .preflight import refuse_obstacles
     from .staging import Staging
     from .together import wheel
@@ -70,11 +71,17 @@ def ensure_tree(
             # 5. Install: the installer writes only into the staging dir (its TMPDIR too). A set installed
             #    together is its metapackage's wheel, written to the installer's scratch dir.
             try:
-                pin = staging.scratch_file(*wheel(tid, requested.members)) if requested.members else tid.pin
+                if requested.locked:  # a lock file's tree: its artifacts as the lock names them, hashes checked
+                    pin = requirements(tid, requested, staging.scratch_file)
+                elif requested.members:
+                    pin = staging.scratch_file(*wheel(tid, requested.members))
+                else:
+                    pin = tid.pin
                 built = install(options or InstallOptions(), staging.target, requested, pin, staging.tmp, str(tid))
                 _stop.check()  # stopping: an installer that finished just now is not verified and published either
-                # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash.
-                entry = staging.verified_entry(requested.text, built)
+                # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash (and a
+                #    lock's tree holds exactly its packages).
+                entry = staging.verified_entry(requested, built)
                 size = staging.size()
             except InstallError:
                 # An installer (or a check) that failed because our staging dir was taken from under it is no

@@ -24,6 +24,7 @@ from .._store.identity import TreeId
 from .._store.layout import OWNER_NOTE, STAGING, TREES, Layout
 
 if TYPE_CHECKING:
+    from .._requirements import Requested
     from .._store.manifest import TreeEntry
     from .backends.run import Built
 
@@ -151,7 +152,7 @@ class Staging:
             raise InstallError(f"{self._tid}: the installer left no tree in {self.path}")
         return fd
 
-    def verified_entry(self, requirement: str, built: Built) -> TreeEntry:
+    def verified_entry(self, requested: Requested, built: Built) -> TreeEntry:
         """The manifest entry of the staged tree once it checks out: the tree's own dist-info is there and every
         file matches its RECORD hash; :class:`InstallError` otherwise (nothing is published)."""
         from .._store.dists import check_tree, scan
@@ -168,9 +169,13 @@ class Staging:
                 )
             if problems := check_tree(tree, dists):
                 raise InstallError(f"{tid}: staged tree does not match its RECORDs: {problems.summary()}")
+            if requested.locked:
+                from .locked import check_members
+
+                check_members(tid, requested, dists)
         finally:
             os.close(tree)
-        return TreeEntry.new(tid, requirement, own[0].dist_info, dists, *built)
+        return TreeEntry.new(tid, requested.text, own[0].dist_info, dists, *built)
 
     def size(self) -> int:
         """Bytes in the staged tree's regular files (for the log line that says an install ended)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
@@ -81,25 +81,36 @@ def _request(tid: TreeId, pins: tuple[str, ...], source: str) -> Requested:
     return Requested(" ".join(pins), tid.name, (), tid.version, source=source, members=pins)
 
 
-def wheel(tid: TreeId, members: Sequence[str]) -> tuple[str, bytes]:
-    """The set's metapackage wheel: its file name and its bytes."""
+def wheel(
+    tid: TreeId,
+    members: Sequence[str],
+    *,
+    summary: str = "installed together by repoinstall",
+    files: Mapping[str, bytes] | None = None,
+) -> tuple[str, bytes]:
+    """A metapackage wheel (a set's, a lock's): its file name and its bytes. ``files``: more files for its
+    dist-info, by name."""
     module = tid.name.replace("-", "_")
     dist_info = f"{module}-{tid.version_text}.dist-info"
     metadata = [
         "Metadata-Version: 2.1",
         f"Name: {tid.name}",
         f"Version: {tid.version_text}",
-        "Summary: installed together by repoinstall: " + ", ".join(members),
+        f"Summary: {summary}: " + ", ".join(members),
         *(f"{_REQUIRES}{member}" for member in members),
     ]
-    files = {
+    contents = {
         f"{dist_info}/METADATA": ("\n".join(metadata) + "\n\n").encode(),
         f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: repoinstall\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        **{f"{dist_info}/{name}": data for name, data in (files or {}).items()},
     }
-    record = [f"{path},sha256={record_hash(hashlib.sha256(data).digest())},{len(data)}" for path, data in files.items()]
-    files[f"{dist_info}/RECORD"] = ("\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n").encode()
+    record = [
+        f"{path},sha256={record_hash(hashlib.sha256(data).digest())},{len(data)}" for path, data in contents.items()
+    ]
+    contents[f"{dist_info}/RECORD"] = ("\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n").encode()
     buffer = io.BytesIO()
+    # Fixed timestamps: the same members make the same bytes, so the same hash.
     with zipfile.ZipFile(buffer, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
+        for name, data in contents.items():
+            archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
     return f"{module}-{tid.version_text}-py3-none-any.whl", buffer.getvalue()

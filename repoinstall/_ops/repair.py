@@ -18,10 +18,11 @@ if TYPE_CHECKING:
 
 def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None, tid: TreeId, env: str) -> str:
     """Re-record a whole tree or reinstall a broken one: "ok", "re-recorded" or "reinstalled"."""
+    from .._install import locked
     from .._install.protocol import ensure_tree
     from .._install.together import recorded
     from .._requirements import parse_spec
-    from .._store.identity import is_set
+    from .._store.identity import is_locked, is_set
 
     if tid.env != env:
         raise InstallError(f"{tid} ({tid.env}): built for another environment; repair it there")
@@ -33,7 +34,11 @@ def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None
         if report.status == UNREADABLE:
             raise RepoUnusable(report.notes[0])  # another UID's: not ours to judge, let alone set aside
         # A set's members, read before setting it aside takes its METADATA and record away.
-        requested = recorded(layout, tid) if is_set(tid.name) else parse_spec(tid.pin, source="repair")
+        # A lock's tree: what it was installed from, as its metapackage's lock.json says (URLs and hashes).
+        if is_locked(tid.name):
+            requested = locked.recorded(layout, tid, _source(layout, tid))
+        else:
+            requested = recorded(layout, tid) if is_set(tid.name) else parse_spec(tid.pin, source="repair")
         if report.status in (UNRECORDED, CHANGED) and not report.problems:
             # Every file checks out; only the record is missing or stale.
             status = check(layout, tid)
@@ -43,3 +48,11 @@ def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None
     # The ordinary protocol reinstalls it (a peer that gets there first saves us the work).
     ensure_tree(layout, locks, options, requested, tid)
     return "reinstalled"
+
+
+def _source(layout: Layout, tid: TreeId) -> str:
+    """Where a lock's tree came from, as its record says (``repair`` if the record is gone)."""
+    from .._store.manifest import read
+
+    record = read(layout, tid)
+    return record.requirement if record is not None else "repair"

@@ -40,6 +40,17 @@ def is_set(name: str) -> bool:
     return _SET_NAME.match(name) is not None
 
 
+#: Project names of trees that hold a lock file's packages (see ``_install.locked``): the prefix and 16 hex digits
+#: of the lock's key for this environment (the set of name, version and artifact hash it installs here).
+LOCK_PREFIX = "locked-"
+_LOCK_NAME = re.compile(rf"^{LOCK_PREFIX}[0-9a-f]{{16}}$")
+
+
+def is_locked(name: str) -> bool:
+    """Whether a tree's project name is that of a lock file's tree."""
+    return _LOCK_NAME.match(name) is not None
+
+
 def canonical_name(name: str) -> str:
     """PEP 503's normalized name (what ``packaging.utils.canonicalize_name`` returns; a test compares them).
 

@@ -111,7 +111,7 @@ LAYERS = [
     {"_errors", "_results", "_options", "_log", "_urls", "_textfile", "_pipconfig", "_stop", "_batch"},
     {"_store"},  # the repo on disk: layout, fs, identity, manifest, the check, locks
     {"_requirements"},  # specs, bounded by the store's tree names
-    {"_lockfile"},  # lock files (pylock.toml, hashed requirements): what they install here; reads, never installs
+    {"_lockfile"},  # what a lock file installs here (a pure reader)
     {"_index", "_install"},  # asking an index; making a tree exist (neither imports the other)
     {"_ops"},  # operator commands: verify, repair, gc, lock info, doctor, list
     {"_choose", "_activate"},

@@ -54,6 +54,8 @@ class _Pip:
             "--compile",
             *options_args(options),
         ]
+        if requested.locked:  # a lock file's tree: ``pin`` is its requirements file, every line hashed
+            return [*base, "--no-deps", "--require-hashes", "-r", pin]
         if not requested.hashes:
             return [*base, "--", pin]
         return [*base, "--require-hashes", "-r", hashed_requirements(scratch, requested, pin)]

@@ -8,6 +8,7 @@ file is listed in some RECORD. What they differ in stays inside their module.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from typing import NamedTuple, Protocol
 
@@ -110,6 +111,8 @@ def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installe
     output = output_bytes.decode("utf-8", "replace")
     _log.logger().debug("%s: %s said:\n%s", what, installer, redact_all(output.rstrip()))
     if proc.returncode != 0:
+        if (mismatch := hash_mismatch(output)) is not None:
+            raise InstallError(f"{what}: {mismatch}")  # one line: which artifact, and both hashes
         lines = [line for line in output.splitlines() if line.strip()]
         tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
         if "No space left on device" in output:
@@ -117,3 +120,34 @@ def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installe
         else:
             reason = f"{installer} failed (it exited with {proc.returncode})"
         raise InstallError(f"{what}: {reason}:\n{tail}")
+
+
+_PIP_MISMATCH = "DO NOT MATCH THE HASHES"
+_UV_MISMATCH = re.compile(r"Hash mismatch for `([^`]+)`")
+_PIP_GOT = re.compile(r"^Got\s+([0-9a-f]{64,128})$")
+_DIGEST = re.compile(r"\b(sha256|sha384|sha512)[: ]\s*([0-9a-f]{64,128})\b")
+
+
+def hash_mismatch(output: str) -> str | None:
+    """The one line that says which artifact did not match its hash, and what was expected and found, from pip's
+    or uv's output; ``None`` if the installer failed for another reason."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for index, line in enumerate(lines):
+        if _PIP_MISMATCH in line and index + 1 < len(lines):
+            # pip: "<req> from <url> (from -r <file> (line N)):", then "Expected sha256 X", "Got        Y".
+            artifact = re.split(r" from | \(from ", lines[index + 1], maxsplit=1)[0].rstrip(":")
+            return _mismatch_line(artifact, lines[index + 2 : index + 6])
+        if (found := _UV_MISMATCH.search(line)) is not None:
+            # uv: "Hash mismatch for `<req>`", then "Expected:" and "Computed:", each followed by its hashes.
+            return _mismatch_line(found.group(1), lines[index + 1 : index + 7])
+    return None
+
+
+def _mismatch_line(artifact: str, following: list[str]) -> str:
+    digests = [f"{m.group(1)}:{m.group(2)}" for line in following for m in _DIGEST.finditer(line)]
+    got = next((m.group(1) for line in following if (m := _PIP_GOT.match(line)) is not None), None)
+    if len(digests) == 1 and got is not None:  # pip names the algorithm only on its "Expected" line
+        digests.append(f"{digests[0].split(':')[0]}:{got}")
+    if len(digests) >= 2:
+        return f"hash mismatch for {artifact}: expected {digests[0]}, downloaded {digests[-1]}"
+    return f"hash mismatch for {artifact}"

@@ -156,6 +156,8 @@ class _Uv:
                 args += [f"--{flag}", value]
         if options.cache_dir:
             args += ["--cache-dir", os.path.join(os.path.abspath(options.cache_dir), "uv")]
+        if requested.locked:  # a lock file's tree: ``pin`` is its requirements file, every line hashed
+            return [*args, "--no-deps", "--require-hashes", "-r", pin]
         if not requested.hashes:
             return [*args, "--", pin]
         return [*args, "--require-hashes", "-r", hashed_requirements(scratch, requested, pin)]

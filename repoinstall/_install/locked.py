@@ -1,0 +1,144 @@
+"""A lock file's packages as one tree (``ensure -r pylock.toml``, ``-r`` of a fully hashed requirements file,
+:meth:`Repo.ensure_lock`): exactly the artifacts the lock names for this environment, every one hash-checked,
+nothing resolved and no dependency added (``--no-deps``).
+
+The lock becomes a local metapackage, ``locked-<16 hex of the lock's key>`` version 1, as a set installed
+together does (``_install.together``): its wheel holds a ``Requires-Dist`` pin per package and ``lock.json``, the
+requirement lines the tree is installed from (URLs and hashes), so the tree itself says how to reinstall it
+byte for byte. It is installed by path with the lock's artifacts in one installer run, then checked to hold each
+package at its locked version and nothing else; to everything else it is an ordinary tree (checked, locked,
+staged, verified, published, listed, collected). The key is the set of (name, version, artifact hashes) the lock
+installs here, so two files with the same content for this environment are one tree, and a changed hash is
+another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import TYPE_CHECKING
+
+from packaging.version import Version
+
+from .._errors import InstallError, InvalidInput
+from .._requirements import Requested
+from .._store import fs as _fs
+from .._store.identity import LOCK_PREFIX, TreeId, canonical_name
+from .._store.metadata import dist_info_name
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from .._lockfile.model import Lock, LockedPackage
+    from .._store.dists import Dist
+    from .._store.layout import Layout
+
+_VERSION = Version("1")
+#: The file in the metapackage's dist-info that lists what the tree was installed from.
+LOCK_JSON = "lock.json"
+
+
+def read(path: str, *, require_hashes: bool = False) -> Requested | list[Requested]:
+    """A requirements file (``-r``) as asked: a lock file's tree, when it is a PEP 751 lock or every line of it is
+    pinned and hashed, else its requirements one by one. Mixed hashed and unhashed lines, or anything not fully
+    hashed with ``require_hashes``: :class:`RequirementsFileError` with pip's reason (exit 2)."""
+    from .._lockfile.read import is_lock_file, read_lock
+
+    if is_lock_file(path):
+        return request(read_lock(path))
+    from .._lockfile.hashed import hash_mode, lock_from_requirements
+    from .._requirements import read_requirements_file
+
+    found = read_requirements_file(path)
+    if hash_mode(found, require_hashes=require_hashes):
+        return request(lock_from_requirements(found, path))
+    return found
+
+
+def request(lock: Lock) -> Requested:
+    """The request of what ``lock`` installs in this environment: the tree ``locked-<key>==1``."""
+    if not lock.packages:
+        raise InvalidInput(f"{lock.source}: no package of this lock is for this environment; nothing to install")
+    lines = tuple(_line(p) for p in lock.packages)
+    members = tuple(f"{p.name}=={p.version}" for p in lock.packages)
+    # Its text is the file's absolute path: the record says where the lock came from.
+    text, name = os.path.abspath(lock.source), LOCK_PREFIX + lock.key()[:16]
+    return Requested(text, name, (), _VERSION, source=lock.source, members=members, locked=lines)
+
+
+def _line(package: LockedPackage) -> str:
+    head = f"{package.name} @ {package.url}" if package.url else f"{package.name}=={package.version}"
+    return head + "".join(f" --hash={h}" for h in package.hashes)
+
+
+def _request(tid: TreeId, source: str, lines: tuple[str, ...], members: tuple[str, ...]) -> Requested:
+    return Requested(source, tid.name, (), tid.version, source=source, members=members, locked=lines)
+
+
+def requirements(tid: TreeId, requested: Requested, write: Callable[[str, bytes], str]) -> str:
+    """Write the metapackage's wheel and the requirements file that installs the lock with it; the file's path.
+
+    ``write(name, data)`` writes into the installer's scratch dir (no link followed) and returns the path. Every
+    line carries its hashes, the metapackage's too, so the installer runs with ``--require-hashes``."""
+    filename, data = _metapackage(tid, requested)
+    path = write(filename, data)
+    own = f"{tid.name} @ {_file_url(path)} --hash=sha256:{hashlib.sha256(data).hexdigest()}"
+    text = "\n".join([*requested.locked, own]) + "\n"
+    return write("locked-requirements.txt", text.encode())
+
+
+def _file_url(path: str) -> str:
+    from pathlib import Path
+
+    return Path(path).as_uri()
+
+
+def _metapackage(tid: TreeId, requested: Requested) -> tuple[str, bytes]:
+    from .together import wheel
+
+    document = {"members": list(requested.members), "lines": list(requested.locked)}
+    extra = {LOCK_JSON: (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()}
+    return wheel(tid, requested.members, summary="a lock file's packages, installed by repoinstall", files=extra)
+
+
+def check_members(tid: TreeId, requested: Requested, dists: Sequence[Dist]) -> None:
+    """Refuse a staged tree that does not hold exactly the lock's packages at their versions (and our own)."""
+    wanted = {_split(pin) for pin in requested.members}
+    found = {(canonical_name(d.name), _normal(d.version)) for d in dists if not tid.is_named(d.name, d.version)}
+    if found != wanted:
+        missing = ", ".join(f"{n}=={v}" for n, v in sorted(wanted - found)) or "nothing"
+        extra = ", ".join(f"{n}=={v}" for n, v in sorted(found - wanted)) or "nothing"
+        raise InstallError(f"{tid}: the staged tree does not hold what the lock says: missing {missing}; extra {extra}")
+
+
+def _split(pin: str) -> tuple[str, str]:
+    name, _, version = pin.partition("==")
+    return canonical_name(name), _normal(version)
+
+
+def _normal(version: str) -> str:
+    from packaging.version import InvalidVersion
+
+    try:
+        return str(Version(version))
+    except InvalidVersion:
+        return version
+
+
+def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
+    """What the lock tree ``tid`` was installed from, for reinstalling it exactly: its metapackage's ``lock.json``
+    (covered by its RECORD, so verify vouches for it)."""
+    path = (*layout.tree_dir(tid), tid.leaf, dist_info_name(tid.name, tid.version_text), LOCK_JSON)
+    data = _fs.read_file(layout.existing_fd(), path)
+    try:
+        document = json.loads(data or b"")
+        lines, members = document["lines"], document["members"]
+        if all(type(v) is list and v and all(type(s) is str for s in v) for v in (lines, members)):
+            return _request(tid, source, tuple(lines), tuple(members))
+    except (ValueError, KeyError, TypeError):
+        pass
+    raise InstallError(
+        f"{tid}: its {LOCK_JSON} does not say what it was installed from ({os.path.join(*path)}); ensure the lock "
+        "file again"
+    )
