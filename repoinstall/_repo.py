@@ -498,6 +498,21 @@ class Repo:
         self._layout.existing_fd()  # probes an existing directory; ensure is what creates a repo
         return self._layout.retrying(probe, self._layout, self.settings)
 
+    def export(self, specs: Iterable[Requested | str]) -> str:
+        """A PEP 751 lock file (``pylock.toml``'s text) of the installed trees of ``specs``: every distribution they
+        hold, each with the URL and sha256 of the artifact installed, so pip, uv or ``ensure -r`` on another
+        cluster install the same bytes. :class:`NotInstalled` for a spec with no installed tree; trees that hold
+        different versions of one distribution: :class:`InvalidInput`."""
+        from ._ops.export import closure, pylock
+
+        tids = []
+        for one in map(_parsed, specs):
+            self.tree_path(one)  # installed, or NotInstalled saying so
+            tid = self._chooser.offline(one)[1]
+            if tid is not None:
+                tids.append(tid)
+        return pylock(self._layout.retrying(closure, self._layout, tids))
+
     def list(self) -> list[tuple[TreeEntry, str]]:
         """Every recorded tree in the repo, all environments, with its path."""
         from ._ops.listing import installed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 
@@ -63,3 +64,20 @@ def read_text(path: str, what: str) -> str:
         return b"".join(chunks).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise RequirementsFileError(f"{path}: {what} is not UTF-8 text") from None
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a temporary file beside it, renamed over it."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

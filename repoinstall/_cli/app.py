@@ -446,6 +446,42 @@ def path(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -
     typer.echo(os.pathsep.join(paths))
 
 
+@app.command(epilog=EXIT_CODES, short_help="Write installed trees as a PEP 751 lock file (pylock.toml).")
+@takes("repo")
+def export(
+    specs: SpecsArg = None,
+    requirement: ReqOpt = None,
+    output: Annotated[
+        str | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write it here (pylock.toml or pylock.<name>.toml)."),
+    ] = None,
+    *,
+    opts: Options,
+) -> None:
+    """Write the installed trees of SPECs (or -r FILE) as a PEP 751 lock file: every distribution they hold, with
+    the URL and sha256 of the artifact installed. pip (pip install -r pylock.toml), uv and repoinstall ensure -r
+    install exactly those artifacts from it. To stdout unless -o."""
+    if not specs and not requirement:
+        _fail("nothing to export: give SPEC arguments or -r FILE", 2)
+    if output is not None and not re.fullmatch(r"pylock\.([^.]+\.)?toml", os.path.basename(output)):
+        _fail(f"{output}: PEP 751 names a lock file pylock.toml or pylock.<name>.toml; pip and uv go by the name", 2)
+    try:
+        wanted = _collect(specs or [], requirement or [], require_hashes=False)
+        with Repo(repo_path(opts, announce=False)) as store:
+            text = store.export(wanted)
+    except RepoinstallError as error:
+        _fail(error)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    from .._textfile import write_text
+
+    try:
+        write_text(output, text)
+    except OSError as error:
+        _fail(f"{output}: cannot write it: {error.strerror}", 1)
+
+
 @app.command("list", epilog=EXIT_CODES, short_help="List every installed tree in the repo (all environments).")
 @takes("repo", "as_json")
 def list_(*, opts: Options) -> None:

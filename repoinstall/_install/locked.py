@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from .._errors import InstallError, InvalidInput
+from .. import _log
+from .._errors import InstallError, InvalidInput, RepoinstallError
 from .._requirements import Requested
 from .._store import fs as _fs
-from .._store.identity import LOCK_PREFIX, TreeId, canonical_name
+from .._store.identity import LOCK_PREFIX, TreeId, canonical_name, is_locked, is_set
 from .._store.metadata import dist_info_name
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from .._lockfile.model import Lock, LockedPackage
     from .._store.dists import Dist
     from .._store.layout import Layout
+    from .._store.manifest import TreeEntry
 
 _VERSION = Version("1")
 #: The file in the metapackage's dist-info that lists what the tree was installed from.
@@ -81,11 +83,12 @@ def requirements(tid: TreeId, requested: Requested, write: Callable[[str, bytes]
 
     ``write(name, data)`` writes into the installer's scratch dir (no link followed) and returns the path. Every
     line carries its hashes, the metapackage's too, so the installer runs with ``--require-hashes``."""
-    filename, data = _metapackage(tid, requested)
-    path = write(filename, data)
-    own = f"{tid.name} @ {_file_url(path)} --hash=sha256:{hashlib.sha256(data).hexdigest()}"
-    text = "\n".join([*requested.locked, own]) + "\n"
-    return write("locked-requirements.txt", text.encode())
+    lines = list(requested.locked)
+    if is_locked(tid.name) or is_set(tid.name):  # the tree's own metapackage, made here
+        filename, data = _metapackage(tid, requested)
+        path = write(filename, data)
+        lines.append(f"{tid.name} @ {_file_url(path)} --hash=sha256:{hashlib.sha256(data).hexdigest()}")
+    return write("locked-requirements.txt", ("\n".join(lines) + "\n").encode())
 
 
 def _file_url(path: str) -> str:
@@ -97,19 +100,27 @@ def _file_url(path: str) -> str:
 def _metapackage(tid: TreeId, requested: Requested) -> tuple[str, bytes]:
     from .together import wheel
 
+    if is_set(tid.name):
+        return wheel(tid, requested.members)
     document = {"members": list(requested.members), "lines": list(requested.locked)}
     extra = {LOCK_JSON: (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()}
     return wheel(tid, requested.members, summary="a lock file's packages, installed by repoinstall", files=extra)
 
 
-def check_members(tid: TreeId, requested: Requested, dists: Sequence[Dist]) -> None:
-    """Refuse a staged tree that does not hold exactly the lock's packages at their versions (and our own)."""
-    wanted = {_split(pin) for pin in requested.members}
-    found = {(canonical_name(d.name), _normal(d.version)) for d in dists if not tid.is_named(d.name, d.version)}
+def check_members(tid: TreeId, expected: Sequence[str], dists: Sequence[Dist]) -> None:
+    """Refuse a staged tree that does not hold exactly the ``expected`` distributions (``name==version``) at their
+    versions (and a set's or lock's own metapackage)."""
+    wanted = {_split(pin) for pin in expected}
+    own = is_locked(tid.name) or is_set(tid.name)
+    found = {
+        (canonical_name(d.name), _normal(d.version)) for d in dists if not (own and tid.is_named(d.name, d.version))
+    }
     if found != wanted:
         missing = ", ".join(f"{n}=={v}" for n, v in sorted(wanted - found)) or "nothing"
         extra = ", ".join(f"{n}=={v}" for n, v in sorted(found - wanted)) or "nothing"
-        raise InstallError(f"{tid}: the staged tree does not hold what the lock says: missing {missing}; extra {extra}")
+        raise InstallError(
+            f"{tid}: the staged tree does not hold what it was pinned to: missing {missing}; extra {extra}"
+        )
 
 
 def _split(pin: str) -> tuple[str, str]:
@@ -142,3 +153,34 @@ def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
         f"{tid}: its {LOCK_JSON} does not say what it was installed from ({os.path.join(*path)}); ensure the lock "
         "file again"
     )
+
+
+def pinned(layout: Layout, requested: Requested, tid: TreeId) -> tuple[Requested, tuple[str, ...] | None]:
+    """What to install for ``tid``, and the ``name==version`` of each distribution the tree must then hold
+    (``None``: whatever the installer resolves). A lock's tree: its lines. Any other tree installed here before:
+    its kept closure (see :mod:`repoinstall._store.closures`), so it comes back the same, never resolved afresh."""
+    if requested.locked:
+        return requested, requested.members
+    from .._store import closures
+
+    closure = closures.read(layout, tid)
+    if closure is None:
+        return requested, None
+    _log.logger().debug("%s: installing its kept closure: %s", tid, ", ".join(closure.members))
+    return requested._replace(locked=closure.lines), closure.members
+
+
+def keep_closure(layout: Layout, tid: TreeId, entry: TreeEntry, *, pinned_before: bool) -> None:
+    """Keep the closure of a tree just published (not a lock's tree: its lock.json is its closure), unless it was
+    installed from a kept one (the same). Best effort: a tree without it is resolved afresh next time."""
+    if pinned_before or is_locked(tid.name):
+        return
+    from .._store import closures
+
+    closure = closures.of_record(tid, entry)
+    if closure is None:
+        return
+    try:
+        closures.write(layout, tid, closure)
+    except (OSError, RepoinstallError) as error:
+        _log.logger().warning("%s: could not keep its closure (%s); a reinstall resolves it afresh", tid, error)

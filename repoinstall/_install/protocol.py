@@ -39,7 +39,7 @@ def ensure_tree(
 ) -> Outcome:
     """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took."""
     from .backends.run import install
-    from .locked import requirements
+    from .locked import keep_closure, pinned, requirements
     from .preflight import refuse_obstacles
     from .staging import Staging
     from .together import wheel
@@ -69,19 +69,23 @@ def ensure_tree(
         # 4. Stage: a private dir under staging/ whose heartbeat keeps gc off it; nobody reads it.
         with Staging(layout, tid, locks.settings.heartbeat) as staging:
             # 5. Install: the installer writes only into the staging dir (its TMPDIR too). A set installed
-            #    together is its metapackage's wheel, written to the installer's scratch dir.
+            #    together is its metapackage's wheel, written to the installer's scratch dir. A lock file's tree,
+            #    and a tree installed here before (its kept closure), are exactly their artifacts, hash-checked.
             try:
-                if requested.locked:  # a lock file's tree: its artifacts as the lock names them, hashes checked
-                    pin = requirements(tid, requested, staging.scratch_file)
+                installing_from, expected = pinned(layout, requested, tid)
+                if installing_from.locked:
+                    pin = requirements(tid, installing_from, staging.scratch_file)
                 elif requested.members:
                     pin = staging.scratch_file(*wheel(tid, requested.members))
                 else:
                     pin = tid.pin
-                built = install(options or InstallOptions(), staging.target, requested, pin, staging.tmp, str(tid))
+                built = install(
+                    options or InstallOptions(), staging.target, installing_from, pin, staging.tmp, str(tid)
+                )
                 _stop.check()  # stopping: an installer that finished just now is not verified and published either
                 # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash (and a
-                #    lock's tree holds exactly its packages).
-                entry = staging.verified_entry(requested, built)
+                #    pinned tree holds exactly the distributions it was pinned to).
+                entry = staging.verified_entry(requested, built, expected)
                 size = staging.size()
             except InstallError:
                 # An installer (or a check) that failed because our staging dir was taken from under it is no
@@ -103,4 +107,6 @@ def ensure_tree(
         # 8. Record, after the commit point: a crash before this write leaves an unrecorded tree, which
         #    step 3 of the next ensure re-records from its RECORD hashes, without an installer.
         _manifest.write(layout, tid, entry)
+        # Then its closure is kept, once, for whoever installs this tree again (see _store.closures).
+        keep_closure(layout, tid, entry, pinned_before=expected is not None and not requested.locked)
         return Outcome("installed", held.waited, installing, size)

@@ -24,6 +24,8 @@ from .._store.identity import TreeId
 from .._store.layout import OWNER_NOTE, STAGING, TREES, Layout
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .._requirements import Requested
     from .._store.manifest import TreeEntry
     from .backends.run import Built
@@ -152,7 +154,7 @@ class Staging:
             raise InstallError(f"{self._tid}: the installer left no tree in {self.path}")
         return fd
 
-    def verified_entry(self, requested: Requested, built: Built) -> TreeEntry:
+    def verified_entry(self, requested: Requested, built: Built, expected: Sequence[str] | None = None) -> TreeEntry:
         """The manifest entry of the staged tree once it checks out: the tree's own dist-info is there and every
         file matches its RECORD hash; :class:`InstallError` otherwise (nothing is published)."""
         from .._store.dists import check_tree, scan
@@ -169,10 +171,10 @@ class Staging:
                 )
             if problems := check_tree(tree, dists):
                 raise InstallError(f"{tid}: staged tree does not match its RECORDs: {problems.summary()}")
-            if requested.locked:
+            if expected is not None:  # a lock's tree, or one installed from its kept closure
                 from .locked import check_members
 
-                check_members(tid, requested, dists)
+                check_members(tid, expected, dists)
         finally:
             os.close(tree)
         return TreeEntry.new(tid, requested.text, own[0].dist_info, dists, *built)

@@ -30,6 +30,8 @@ STAGING = "staging"
 TRASH = "trash"
 #: Answers from package indexes (see _indexcache).
 CACHE = "cache"
+#: What each tree was installed from (see closures): kept when the tree goes, so it comes back the same.
+CLOSURES = "closures"
 RECORD_SUFFIX = ".json"
 #: Inside a staging dir: who made it (host, pid, started) and for which tree.
 OWNER_NOTE = "owner.json"
@@ -43,7 +45,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 #: What a repo holds at its top; a directory with other entries and none of these is not a repo.
-_TOP = frozenset({TREES, RECORDS, LOCKS, STAGING, TRASH, CACHE})
+_TOP = frozenset({TREES, RECORDS, LOCKS, STAGING, TRASH, CACHE, CLOSURES})
 
 
 def default_repo() -> str:

@@ -1,0 +1,94 @@
+"""What each tree was installed from, kept so that it comes back the same: ``closures/<env>/<name>/<leaf>.json``.
+
+When a tree is first recorded with every distribution's artifact known (its sha256, and the URL it came from),
+its closure is written here: one requirement line per distribution, ``name @ URL --hash=sha256:...``. From then
+on, whoever installs that tree again (``verify --repair``, an ensure after ``gc`` or ``remove`` took it away)
+installs exactly those lines with ``--no-deps --require-hashes``: the same versions from the same artifacts,
+never a fresh resolution that might pick a newer dependency. A closure is small and is never removed with its
+tree; ``remove --forget`` drops it with the tree, for the one who wants the next install resolved afresh.
+
+Writers of one tree's closure all write what the published tree holds (step 8 of the protocol, after the rename
+that is the commit point), so the last write wins with the same content; a reader sees a whole file or none
+(written by rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from . import fs as _fs
+from .identity import TreeId, canonical_name, is_locked, is_set
+from .layout import CLOSURES, Layout
+
+if TYPE_CHECKING:
+    from .manifest import TreeEntry
+
+_SUFFIX = ".json"
+
+
+class Closure:
+    """The requirement lines a tree is installed from, and ``name==version`` of each distribution."""
+
+    __slots__ = ("lines", "members")
+
+    def __init__(self, lines: tuple[str, ...], members: tuple[str, ...]) -> None:
+        self.lines = lines
+        self.members = members
+
+
+def of_record(tid: TreeId, record: TreeEntry) -> Closure | None:
+    """The closure a record describes, or ``None`` if some distribution's artifact is not known (no sha256 or
+    URL: installed before records held them, or by an installer that could not say). A set's or lock's own
+    metapackage is not in it: repoinstall makes that one itself."""
+    from .manifest import recorded_dists
+
+    lines, members = [], []
+    for row in recorded_dists(record):
+        name = canonical_name(row.get("name", ""))
+        if (is_set(tid.name) or is_locked(tid.name)) and name == tid.name:
+            continue
+        url, sha256, version = row.get("url", ""), row.get("sha256", ""), row.get("version", "")
+        if not (name and url and sha256 and version) or any(c.isspace() for c in url + sha256):
+            return None
+        lines.append(f"{name} @ {url} --hash=sha256:{sha256}")
+        members.append(f"{name}=={version}")
+    return Closure(tuple(sorted(lines)), tuple(sorted(members))) if lines else None
+
+
+def write(layout: Layout, tid: TreeId, closure: Closure) -> None:
+    """Keep ``closure`` as ``tid``'s (atomically; the same content from every writer of one tree)."""
+    data = json.dumps({"lines": list(closure.lines), "members": list(closure.members)}, indent=1) + "\n"
+    directory = _fs.make_dirs(layout.writable_fd(), (CLOSURES, tid.env, tid.name), layout.root)
+    try:
+        _fs.write_atomic(directory, tid.leaf + _SUFFIX, data.encode())
+    finally:
+        os.close(directory)
+
+
+def read(layout: Layout, tid: TreeId) -> Closure | None:
+    """``tid``'s kept closure, ``None`` if there is none (or it is not one: then the tree is resolved afresh)."""
+    root = layout.root_fd()
+    if root is None:
+        return None
+    data = _fs.read_file(root, (CLOSURES, tid.env, tid.name, tid.leaf + _SUFFIX))
+    try:
+        document: Any = json.loads(data or b"")
+        lines, members = document["lines"], document["members"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if all(type(v) is list and v and all(type(s) is str and s.strip() == s for s in v) for v in (lines, members)):
+        return Closure(tuple(lines), tuple(members))
+    return None
+
+
+def forget(layout: Layout, tid: TreeId) -> None:
+    """Drop ``tid``'s kept closure (``remove --forget``): its next install resolves afresh."""
+    root = layout.root_fd()
+    directory = None if root is None else _fs.open_dir(root, (CLOSURES, tid.env, tid.name))
+    if directory is not None:
+        try:
+            _fs.unlink(directory, tid.leaf + _SUFFIX)
+        finally:
+            os.close(directory)
