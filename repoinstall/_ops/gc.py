@@ -93,7 +93,7 @@ class Collector:
         self._unreadable: dict[int | None, int] = {}
 
     def run(self) -> list[Removal]:
-        self.prepare("gc")
+        self.prepare("gc can remove nothing")
         self.trash()
         self.staging()
         self.lock_debris()
@@ -105,17 +105,15 @@ class Collector:
             self.unused_trees(self.unused_for)
         return self.found
 
-    def prepare(self, command: str) -> None:
-        """Before removing anything: the repo exists, and (unless only listing) can be written; ages from now on
-        are measured by the repo's own clock."""
+    def prepare(self, refusal: str) -> None:
+        """Before removing anything: the repo exists, and (unless only listing) can be written (else ``refusal``
+        says what the read-only repo means); ages from now on are measured by the repo's own clock."""
         root = self.layout.root_fd()
         if root is None:
             raise RepoUnusable(f"repo {self.layout.root} does not exist")
         if not self.dry_run:
             if read_only_filesystem(self.layout.root):
-                raise RepoUnusable(
-                    f"repo {self.layout.root} is read-only: {command} can remove nothing (--dry-run lists)"
-                )
+                raise RepoUnusable(f"repo {self.layout.root} is read-only: {refusal} (--dry-run lists)")
             self.now = self._volume_now()
 
     def _volume_now(self) -> float:

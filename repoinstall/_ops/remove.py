@@ -55,7 +55,7 @@ def remove_trees(
 ) -> list[Removed]:
     """Remove every tree ``specs`` name (see the module), each at most once, in the order named."""
     collector = Collector(layout, env, settings, older_than=0.0, unused_for=None, dry_run=dry_run)
-    collector.prepare("remove")
+    collector.prepare("no tree can be removed")
     outcomes: list[Removed] = []
     seen: set[TreeId] = set()
     for requested in specs:
