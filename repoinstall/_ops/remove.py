@@ -56,10 +56,12 @@ def remove_trees(
     """Remove every tree ``specs`` name (see the module), each at most once, in the order named."""
     collector = Collector(layout, env, settings, older_than=0.0, unused_for=None, dry_run=dry_run)
     collector.prepare("no tree can be removed")
+    # Markers first: one that cannot be evaluated is bad input (exit 2) before anything is removed.
+    applying = [(requested, requested.marker_applies()) for requested in specs]
     outcomes: list[Removed] = []
-    seen: set[TreeId] = set()
-    for requested in specs:
-        if not requested.marker_applies():
+    seen: set[tuple[str, str, str]] = set()
+    for requested, applies in applying:
+        if not applies:
             _log.logger().info("skipped %s: its marker is false here", requested.text)
             outcomes.append(Removed(requested.text, "", env, None, "skipped", "marker is false"))
             continue
@@ -69,8 +71,8 @@ def remove_trees(
             _log.logger().warning("skipping %s: not installed in %s (%s)", requested.text, layout.root, env)
             outcomes.append(Removed(requested.text, "", env, None, "skipped", "not installed"))
         for tid in named:
-            if tid not in seen:
-                seen.add(tid)
+            if (tid.env, tid.name, tid.leaf) not in seen:  # one tree, however its version is spelled
+                seen.add((tid.env, tid.name, tid.leaf))
                 outcomes.append(layout.retrying(_remove_one, collector, requested, tid))
     return outcomes
 
