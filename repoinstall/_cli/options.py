@@ -45,6 +45,7 @@ class Options(NamedTuple):
     pre: bool = False
     index_ttl: float = INDEX_TTL
     together: bool = False
+    dry_run: bool = False
 
     def install_options(self) -> "InstallOptions":
         from .._options import InstallOptions
@@ -169,8 +170,11 @@ DECLARED: dict[str, Any] = {
         bool,
         typer.Option(
             "--refresh",
+            "-U",
+            "--upgrade",
             envvar="REPOINSTALL_REFRESH",
-            help="Ask the index for unpinned specs even when an installed tree matches; install a newer match.",
+            help="Ask the index for unpinned specs even when an installed tree matches; install a newer match "
+            "(-U/--upgrade as in pip: the same).",
         ),
     ],
     "pre": Annotated[bool, typer.Option("--pre", help="Let unpinned specs resolve to pre-releases.")],
@@ -190,6 +194,7 @@ DECLARED: dict[str, Any] = {
             help="Install the SPECs as one tree, their dependencies resolved in one go: one version of each.",
         ),
     ],
+    "dry_run": Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")],
 }
 
 #: The sets commands take.
