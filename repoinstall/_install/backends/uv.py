@@ -132,7 +132,7 @@ class _Uv:
     def version(self) -> str:
         return _version(_binary())
 
-    def _common(self, options: InstallOptions, scratch: str) -> list[str]:
+    def _common(self, options: InstallOptions, scratch: str, *, constraints: bool = True) -> list[str]:
         """The options the lock and the install share: interpreter, indexes, constraints, cache."""
         from ..._pipconfig import index_config, pip_settings
 
@@ -153,7 +153,7 @@ class _Uv:
         if not _find_links_in_environment(config.find_links):
             for location in config.find_links:
                 args += ["--find-links", location]
-        for path in config.constraints:
+        for path in config.constraints if constraints else ():
             args += ["--constraint", os.path.abspath(path)]
         for host in config.trusted_hosts:
             args += ["--allow-insecure-host", host]
@@ -183,20 +183,21 @@ class _Uv:
                 "-o", lock, source]  # fmt: skip
 
     def command(self, options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str) -> list[str]:
+        lines = None if requested.hashes else _pins(_lock(scratch), requested, pin, scratch)
         args = [
             _binary(),
             "pip",
             "install",
             "--target",
             target,
-            *self._common(options, scratch),
+            # The lock obeyed the constraints; its exact pins need none (and --require-hashes refuses loose ones).
+            *self._common(options, scratch, constraints=lines is None),
             "--compile-bytecode",
             "--link-mode",
             "copy",
         ]
         if requested.hashes:
             return [*args, "--require-hashes", "-r", hashed_requirements(scratch, requested, pin)]
-        lines = _pins(_lock(scratch), requested, pin, scratch)
         if lines is None:
             return [*args, "--", pin]
         pinned = os.path.join(scratch, PINNED)
