@@ -89,7 +89,9 @@ def test_the_repo_root_replaced_by_the_other_client(
     assert (nfs.backing / "trees" / repo.env / "adaptor-a" / "1.1").is_dir()
 
 
-def test_a_tree_replaced_by_the_other_client(nfs: Nfs, index: IndexServer, debug_log: pytest.LogCaptureFixture) -> None:
+def test_a_tree_replaced_by_the_other_client(
+    nfs: Nfs, index: IndexServer, debug_log: pytest.LogCaptureFixture
+) -> None:
     with repo_on_b(nfs, index) as repo:
         assert repo.ensure("adaptor-a==1.0").action == "installed"
         tree = Path(repo.tree_path("adaptor-a==1.0"))
