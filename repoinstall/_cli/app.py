@@ -473,6 +473,8 @@ def path(
 @takes("repo", "as_json")
 def list_(*, opts: Options) -> None:
     """List every installed tree in the repo (all environments)."""
+    from .._store.manifest import recorded_dists
+
     _use_json(opts)
     try:
         with Repo(repo_path(opts, announce=False)) as store:
@@ -491,6 +493,11 @@ def list_(*, opts: Options) -> None:
             "installer": record.installer,
             "installer_version": record.installer_version,
             "path": tree,
+            # The closure: each distribution and the file it came from (null where the record does not say).
+            "dists": [
+                {key: row.get(key) for key in ("name", "version", "dist_info", "sha256", "url")}
+                for row in recorded_dists(record)
+            ],
         }
         for record, tree in records
     ]
