@@ -33,15 +33,17 @@ if TYPE_CHECKING:
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
+    from ._ops.remove import Removed
     from ._ops.verify import TreeReport
     from ._store.manifest import TreeEntry
 
-#: What verify, gc, locks, doctor and list return: importable from here, loaded on first use (the warm path never
-#: needs them).
+#: What verify, gc, remove, locks, doctor and list return: importable from here, loaded on first use (the warm path
+#: never needs them).
 _LAZY = {
     "Finding": "._ops.doctor",
     "LockInfo": "._ops.lockinfo",
     "Removal": "._ops.gc",
+    "Removed": "._ops.remove",
     "TreeEntry": "._store.manifest",
     "TreeReport": "._ops.verify",
 }
@@ -70,6 +72,7 @@ __all__ = [
     "LockTimeout",
     "NotInstalled",
     "Removal",
+    "Removed",
     "Repo",
     "RepoUnusable",
     "RepoinstallError",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
+    from ._ops.remove import Removed
     from ._ops.verify import TreeReport
     from ._options import InstallOptions
     from ._store.lock import TreeLocks
@@ -490,6 +491,22 @@ class Repo:
         # Every removal is proven safe on its own and set aside before it is deleted, so a second pass after a
         # stale handle removes only what is still there to remove.
         return self._layout.retrying(collector.run)
+
+    def remove(self, specs: Iterable[Requested | str], *, dry_run: bool = False) -> list[Removed]:
+        """Remove the trees ``specs`` name in this environment, as gc ``--unused-for`` removes unused ones: under
+        each tree's lock, record first, then the tree renamed into trash/ and deleted there. ``name==version``
+        names one tree; a bare name or a range every installed tree of that name (and those extras) it admits.
+
+        One :class:`Removed` per tree named (``removed``, or ``would-remove`` with ``dry_run``), or ``kept`` with
+        the reason when a process is using it (its lock is held) or a symlink stands on its path: that tree is left
+        whole, the others still go. A spec that names no installed tree is ``skipped`` (with a warning), as pip's
+        uninstall skips a package that is not installed. Every spec is parsed before anything is removed."""
+        from ._ops.remove import remove_trees
+
+        wanted = [_parsed(s) for s in specs]
+        self._layout.existing_fd()
+        with os_errors(self._layout.root, "remove"):
+            return remove_trees(self._layout, self.env, self.settings, wanted, dry_run=dry_run)
 
     def doctor(self) -> list[Finding]:
         """Probe the repo's filesystem for what repoinstall relies on."""

@@ -31,6 +31,16 @@ def redact_all(text: str) -> str:
     return re.sub(r"://([^/@\s]+)@", hidden, text)
 
 
+def without_credentials(url: str) -> str:
+    """The URL as a record keeps it: no userinfo (user, password or token) and no fragment."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # not a URL anyone could fetch: nothing worth keeping, and nothing that could leak
+        return ""
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urllib.parse.urlunsplit(parts._replace(netloc=host, fragment=""))
+
+
 def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     """The URL without userinfo, and the (user, password) it carried."""
     parts = urllib.parse.urlsplit(url)

@@ -6,16 +6,19 @@ both installers in the other modules through the ``installer`` fixture; this mod
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import actions, document, ensure_args, import_version, isolated_env, run, snapshot, tmpfs
 from indexserver import IndexServer
+from servers import PypiServer
 from wheels import make_wheel
 
 from repoinstall import InstallOptions, InvalidInput, Repo
@@ -166,7 +169,13 @@ def test_cache_is_shared_between_installs_and_never_linked_into_trees(
     again = run(*ensure_args(tmp_path / "two", index.url, "adaptor-b==1.0"), *options, env=env)
     assert again.returncode == 0, again.stderr
     assert actions(again.stdout) == ["installed"]
-    assert index.downloads("dep_c") == 1 and index.downloads("adaptor_b") == 1
+    if installer_name == "pip":
+        assert index.downloads("dep_c") == 1 and index.downloads("adaptor_b") == 1
+    else:
+        # uv locks the closure first, and a find-links page gives no hashes: the lock downloads files to hash them
+        # (at most twice each time, uv 0.13) and the install takes them from the cache. An index that publishes
+        # hashes (PyPI, pypiserver, devpi) costs no extra download.
+        assert index.downloads("dep_c") <= 2 * 3 and index.downloads("adaptor_b") <= 2 * 2
     assert (cache / installer_name).is_dir()
     for repo in (tmp_path / "one", tmp_path / "two"):
         files = [p for p in (repo / "trees").rglob("*") if p.is_file()]
@@ -205,3 +214,110 @@ def test_user_pip_conf_is_honoured_by_both_installers(
         done = run("ensure", "app-k==1.0", "--repo", tmp_path / name, "--json", "--installer", name, env=env)
         assert done.returncode == 0, done.stderr
         assert import_version(document(done.stdout)["packages"][0]["path"], "dep_k") == "1.0"
+
+
+# ---- the closure in the record: every file installed, its sha256 and its URL ------------------------------
+
+CLOSURE_SECRET = "cl0sure-Pa55"
+
+
+@pytest.fixture(scope="module")
+def private_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PypiServer]:
+    """pypiserver (HTML pages with #sha256 fragments) behind htpasswd: app-z needs dep-z, which has two wheels
+    for this interpreter (the installers prefer the ``cpXY`` one)."""
+    from passlib.apache import HtpasswdFile
+
+    workdir = tmp_path_factory.mktemp("closure")
+    htpasswd = HtpasswdFile(str(workdir / "htpasswd"), new=True)
+    htpasswd.set_password("deploy", CLOSURE_SECRET)
+    htpasswd.save()
+    packages = workdir / "packages"
+    packages.mkdir()
+    make_wheel(packages, "app-z", "1.0", requires=("dep-z>=1",))
+    make_wheel(packages, "dep-z", "1.0")
+    make_wheel(packages, "dep-z", "1.0", tag=f"cp{sys.version_info[0]}{sys.version_info[1]}-none-any", payload=64)
+    server = PypiServer(packages, workdir, htpasswd=workdir / "htpasswd")
+    yield server
+    server.stop()
+
+
+def _record(repo: Path, name: str) -> dict[str, Any]:
+    (record,) = (repo / "records").glob(f"*/{name}/*.json")
+    return dict(json.loads(record.read_text()))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_record_holds_the_closure_hashes_and_urls_without_credentials(
+    repo: Path, private_index: PypiServer, installer: str
+) -> None:
+    with_userinfo = private_index.simple.replace("http://", f"http://deploy:{CLOSURE_SECRET}@")
+    done = run("ensure", "app-z==1.0", "--repo", repo, "--index-url", with_userinfo, "--json")
+    assert done.returncode == 0, done.stderr
+    files = private_index.packages
+    cp_tag = f"cp{sys.version_info[0]}{sys.version_info[1]}-none-any"
+    record = _record(repo, "app-z")
+    assert record["installer"] == installer
+    rows = {row["name"]: row for row in record["dists"]}
+    assert rows == {
+        "app-z": {
+            "name": "app-z",
+            "version": "1.0",
+            "dist_info": "app_z-1.0.dist-info",
+            "sha256": _sha256(files / "app_z-1.0-py3-none-any.whl"),
+            "url": f"{private_index.url}/packages/app_z-1.0-py3-none-any.whl",
+        },
+        "dep-z": {
+            "name": "dep-z",
+            "version": "1.0",
+            "dist_info": "dep_z-1.0.dist-info",
+            "sha256": _sha256(files / f"dep_z-1.0-{cp_tag}.whl"),  # the wheel installed, of the two
+            "url": f"{private_index.url}/packages/dep_z-1.0-{cp_tag}.whl",
+        },
+    }
+    assert CLOSURE_SECRET not in json.dumps(record) and "deploy" not in json.dumps(record)
+    listed = json.loads(run("list", "--repo", repo, "--json").stdout)["trees"]
+    assert [sorted(d.items()) for d in listed[0]["dists"]] == [sorted(r.items()) for r in record["dists"]]
+    verified = run("verify", "--all", "--repo", repo, "--json")
+    assert verified.returncode == 0, verified.stdout
+    # A record written before records held the closure (rows without sha256 and url) still verifies and lists.
+    (path,) = (repo / "records").glob("*/app-z/*.json")
+    old = {**record, "dists": [{k: row[k] for k in ("name", "version", "dist_info")} for row in record["dists"]]}
+    path.write_text(json.dumps(old))
+    verified = run("verify", "--all", "--repo", repo, "--json")
+    assert verified.returncode == 0, verified.stdout
+    listed = json.loads(run("list", "--repo", repo, "--json").stdout)["trees"]
+    assert {(d["name"], d["sha256"], d["url"]) for d in listed[0]["dists"]} == {
+        ("app-z", None, None),
+        ("dep-z", None, None),
+    }
+    assert actions(run("ensure", "app-z==1.0", "--repo", repo, "--json", "--no-index").stdout) == ["present"]
+
+
+def test_find_links_and_a_set_record_their_files(
+    tmp_path: Path, index: IndexServer, wheel_dir: Path, installer: str
+) -> None:
+    """A find-links page that gives no hashes (the installer hashes what it downloads) and a local directory; a
+    set's metapackage, a wheel written for the install, is recorded with its hash and no URL."""
+    repo = tmp_path / "repo"
+    done = run(*ensure_args(repo, index.url, "adaptor-b==1.0"))
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in _record(repo, "adaptor-b")["dists"]}
+    assert {name: (row["sha256"], row["url"]) for name, row in rows.items()} == {
+        name: (_sha256(wheel_dir / f"{name.replace('-', '_')}-1.0-py3-none-any.whl"),
+               f"{index.url}{name.replace('-', '_')}-1.0-py3-none-any.whl")
+        for name in ("adaptor-b", "dep-c")
+    }  # fmt: skip
+    local = tmp_path / "local"
+    done = run(*ensure_args(local, str(wheel_dir), "--together", "adaptor-a==1.0", "adaptor-b==1.0"))
+    assert done.returncode == 0, done.stderr
+    (record,) = (local / "records").glob("*/*/*.json")
+    rows = {row["name"]: row for row in json.loads(record.read_text())["dists"]}
+    (metapackage,) = (name for name in rows if name not in ("adaptor-a", "adaptor-b", "dep-c"))
+    assert "url" not in rows[metapackage] and len(rows[metapackage]["sha256"]) == 64
+    for name in ("adaptor-a", "adaptor-b", "dep-c"):
+        wheel = wheel_dir / f"{name.replace('-', '_')}-1.0-py3-none-any.whl"
+        assert (rows[name]["sha256"], rows[name]["url"]) == (_sha256(wheel), wheel.as_uri())
+    assert run("verify", "--all", "--repo", local).returncode == 0

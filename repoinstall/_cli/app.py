@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .._store.manifest import TreeEntry
 
 EXIT_CODES = """\
-Exit codes: 0 ok; 1 install failed (pip error, disk full, not installed);
+Exit codes: 0 ok; 1 install failed (pip error, disk full, not installed; remove: a tree in use);
 2 bad input (usage, spec, requirements file, unusable repo path);
 3 timed out waiting for a peer's install lock."""
 
@@ -365,9 +365,8 @@ def locks(*, opts: Options) -> None:
 
 
 @app.command(epilog=EXIT_CODES, short_help="Remove crashed installs' debris and, on request, unused trees.")
-@takes(*OUTPUT, "no_lock", "stale_after", "heartbeat")
+@takes(*OUTPUT, "dry_run", "no_lock", "stale_after", "heartbeat")
 def gc(
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
     older_than: Annotated[
         str, typer.Option("--older-than", metavar="DURATION", help="Leave debris younger than this (e.g. 30m).")
     ] = "1h",
@@ -383,6 +382,7 @@ def gc(
     _configure_log(opts)
     from .._options import parse_duration
 
+    dry_run = opts.dry_run
     try:
         older = parse_duration(older_than)
         unused = None if unused_for is None else parse_duration(unused_for)
@@ -402,6 +402,54 @@ def gc(
             verb = "removed" if item.done else "would remove" if dry_run else "kept"
             typer.echo(f"{verb:<12} {item.kind:<8} {item.path}  ({item.reason})")
     if any(not item.done for item in removed) and not dry_run:
+        raise typer.Exit(1)
+
+
+@app.command(epilog=EXIT_CODES, short_help="Remove the installed trees SPECs name (record first, as gc).")
+@takes(*OUTPUT, "dry_run", "no_lock", "stale_after", "heartbeat")
+def remove(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
+    """Remove the installed trees SPECs name, as gc removes unused ones: under each tree's lock, record first,
+    then the tree renamed into trash/ and deleted there.
+
+    name==version names one tree; a bare name or a range every installed version of it that matches (extras
+    are part of a tree's name: pkg[fast] names those trees). A spec that names no installed tree is skipped with
+    a warning (exit 0, as pip uninstall). A tree in use (a process holds its lock) is left whole: exit 1 naming
+    it, the other trees still go.
+    """
+    _use_json(opts)
+    _configure_log(opts)
+    from .._requirements import collect
+
+    if not specs and not requirement:
+        _fail("nothing to remove: give SPEC arguments or -r FILE", 2)
+    try:
+        wanted = collect(specs or [], requirement or [])
+        path = repo_path(opts, announce=False)
+        with Repo(path, lock=not opts.no_lock, stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
+            outcomes = store.remove(wanted, dry_run=opts.dry_run)
+            root, env = store.path, store.env
+    except RepoinstallError as error:
+        _fail(error)
+    kept = [o for o in outcomes if not o.ok]
+    if opts.as_json:
+        document: dict[str, Any] = {
+            "repo": root,
+            "env": env,
+            "dry_run": opts.dry_run,
+            "trees": [o.as_dict() for o in outcomes],
+        }
+        if kept:
+            document["errors"] = [{"tree": o.tree, "error": o.reason, "exit_code": 1} for o in kept]
+        _print_json(document)
+    elif not opts.quiet:
+        for outcome in outcomes:
+            if outcome.action in ("removed", "would-remove"):
+                verb = outcome.action.replace("-", " ")
+                note = f"  ({outcome.reason})" if outcome.reason else ""
+                typer.echo(f"{verb:<12} {outcome.tree}  {outcome.path}{note}")
+    for outcome in kept:
+        typer.echo(f"repoinstall: error: {outcome.tree}: not removed: {outcome.reason}", err=True)
+    if kept:
         raise typer.Exit(1)
 
 
@@ -486,6 +534,8 @@ def export(
 @takes("repo", "as_json")
 def list_(*, opts: Options) -> None:
     """List every installed tree in the repo (all environments)."""
+    from .._store.manifest import recorded_dists
+
     _use_json(opts)
     try:
         with Repo(repo_path(opts, announce=False)) as store:
@@ -504,6 +554,11 @@ def list_(*, opts: Options) -> None:
             "installer": record.installer,
             "installer_version": record.installer_version,
             "path": tree,
+            # The closure: each distribution and the file it came from (null where the record does not say).
+            "dists": [
+                {key: row.get(key) for key in ("name", "version", "dist_info", "sha256", "url")}
+                for row in recorded_dists(record)
+            ],
             **(
                 {"lock": {"source": record.requirement, "members": _lock_members(record)}}
                 if is_locked(record.name)
@@ -557,7 +612,7 @@ def _interrupted(signum: int, frame: object) -> None:
 
 def _app_for(args: list[str]) -> typer.Typer:
     """The app with only the command ``args`` names: typer turns every registered command into click's objects
-    on each run (a few ms for all eight, more than the warm ensure itself) and a run uses one. Help, version,
+    on each run (a few ms for all nine, more than the warm ensure itself) and a run uses one. Help, version,
     completion and a name that is no command get the whole app, so they list and suggest every command."""
     if not args or "_REPOINSTALL_COMPLETE" in os.environ:  # typer's shell completion: its words are elsewhere
         return app

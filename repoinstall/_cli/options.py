@@ -46,6 +46,7 @@ class Options(NamedTuple):
     index_ttl: float = INDEX_TTL
     together: bool = False
     require_hashes: bool = False
+    dry_run: bool = False
 
     def install_options(self) -> "InstallOptions":
         from .._options import InstallOptions
@@ -170,8 +171,11 @@ DECLARED: dict[str, Any] = {
         bool,
         typer.Option(
             "--refresh",
+            "-U",
+            "--upgrade",
             envvar="REPOINSTALL_REFRESH",
-            help="Ask the index for unpinned specs even when an installed tree matches; install a newer match.",
+            help="Ask the index for unpinned specs even when an installed tree matches; install a newer match "
+            "(-U/--upgrade as in pip: the same).",
         ),
     ],
     "pre": Annotated[bool, typer.Option("--pre", help="Let unpinned specs resolve to pre-releases.")],
@@ -198,6 +202,7 @@ DECLARED: dict[str, Any] = {
             help="As pip: refuse input that is not pinned and hashed (a -r FILE of hashed lines, or a pylock.toml).",
         ),
     ],
+    "dry_run": Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")],
 }
 
 #: The sets commands take.

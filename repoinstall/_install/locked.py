@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .._lockfile.model import Lock, LockedPackage
     from .._store.dists import Dist
     from .._store.layout import Layout
-    from .._store.manifest import TreeEntry
+    from .._store.manifest import Artifact, TreeEntry
 
 _VERSION = Version("1")
 #: The file in the metapackage's dist-info that lists what the tree was installed from.
@@ -184,3 +184,26 @@ def keep_closure(layout: Layout, tid: TreeId, entry: TreeEntry, *, pinned_before
         closures.write(layout, tid, closure)
     except (OSError, RepoinstallError) as error:
         _log.logger().warning("%s: could not keep its closure (%s); a reinstall resolves it afresh", tid, error)
+
+
+def artifacts_of(requested: Requested) -> tuple[Artifact, ...]:
+    """The artifact each line of a pinned install names by one sha256 (and URL, if it has one): what the installer
+    was made to take, whatever it reports."""
+    from .._lockfile.filenames import sdist_name, wheel_name
+    from .._store.manifest import Artifact
+    from .._urls import without_credentials
+
+    found = []
+    for line in requested.locked:
+        head, *hashes = line.split(" --hash=")
+        sha256 = [h.partition(":")[2] for h in hashes if h.startswith("sha256:")]
+        name, at, url = head.partition(" @ ")
+        if at:
+            filename = url.rsplit("/", 1)[-1]
+            parsed = wheel_name(filename)
+            version = str(parsed.version) if parsed is not None else str((sdist_name(filename) or ("", ""))[1])
+        else:
+            name, _, version = head.partition("==")
+        if len(sha256) == 1 and version:
+            found.append(Artifact(canonical_name(name), version, sha256[0], without_credentials(url) if at else ""))
+    return tuple(found)

@@ -93,13 +93,7 @@ class Collector:
         self._unreadable: dict[int | None, int] = {}
 
     def run(self) -> list[Removal]:
-        root = self.layout.root_fd()
-        if root is None:
-            raise RepoUnusable(f"repo {self.layout.root} does not exist")
-        if not self.dry_run:
-            if read_only_filesystem(self.layout.root):
-                raise RepoUnusable(f"repo {self.layout.root} is read-only: gc can remove nothing (--dry-run lists)")
-            self.now = self._volume_now()
+        self.prepare("gc can remove nothing")
         self.trash()
         self.staging()
         self.lock_debris()
@@ -110,6 +104,17 @@ class Collector:
         if self.unused_for is not None:
             self.unused_trees(self.unused_for)
         return self.found
+
+    def prepare(self, refusal: str) -> None:
+        """Before removing anything: the repo exists, and (unless only listing) can be written (else ``refusal``
+        says what the read-only repo means); ages from now on are measured by the repo's own clock."""
+        root = self.layout.root_fd()
+        if root is None:
+            raise RepoUnusable(f"repo {self.layout.root} does not exist")
+        if not self.dry_run:
+            if read_only_filesystem(self.layout.root):
+                raise RepoUnusable(f"repo {self.layout.root} is read-only: {refusal} (--dry-run lists)")
+            self.now = self._volume_now()
 
     def _volume_now(self) -> float:
         """The time by the repo's filesystem: ages compare its own mtimes, so a server's clock skew cannot matter."""
@@ -154,20 +159,22 @@ class Collector:
         except OSError:
             return 0.0
 
-    def _discard(self, kind: str, parts: tuple[str, ...], name: str, reason: str) -> None:
-        """Remove ``parts/name`` (rename into trash/, delete there) and say so; or, with ``--dry-run``, only say."""
+    def _discard(self, kind: str, parts: tuple[str, ...], name: str, reason: str) -> Removal | None:
+        """Remove ``parts/name`` (rename into trash/, delete there) and say so; or, with ``--dry-run``, only say.
+        What was said, or ``None`` if it was gone already."""
         path = self.layout.path(*parts, name)
         if self.dry_run:
             self.found.append(Removal(kind, path, reason, False))
-            return
+            return self.found[-1]
         try:
             outcome = self.layout.discard(parts, name, f"{kind}.{name}"[:120])
         except OSError as error:
             self.found.append(Removal(kind, path, f"{reason}; not removed: {error.strerror or error}", False))
-            return
+            return self.found[-1]
         if outcome is None:
-            return  # gone already: someone else removed it
-        self.found.append(Removal(kind, path, reason if outcome else f"{reason}; in trash/, not all deleted", outcome))
+            return None  # gone already: someone else removed it
+        self.found.append(Removal(kind, path, reason if outcome else f"{reason}; {NOT_ALL_DELETED}", outcome))
+        return self.found[-1]
 
     # ---- what is collected --------------------------------------------------------------------------------
 
@@ -309,6 +316,12 @@ class Collector:
         if noted and gone_for is not None:  # its age counted in gone_for: no live holder touches it
             self._discard("note", parts, note, "owner note of a holder proven gone")
 
+    def lock_debris_of(self, tid: TreeId) -> None:
+        """:meth:`lock_debris` for one tree's lock: its state is set aside if nobody uses it (the tree installed,
+        nobody holding or waiting, idle for ``older_than``) or everyone who was in it is proven gone (a SIGKILLed
+        holder's, once nothing in it renewed for the stale threshold); never while anyone may be in it."""
+        self._lock_state(tid)
+
     def _participants(self, directory: int, state: str, note: str) -> tuple[float | None, str | None]:
         """(seconds since anyone was last seen in the lock ``state``, once that proves them all gone, else ``None``;
         why filelock cannot use the state, or ``None``), read from the lock's directory open. Each participant's
@@ -416,24 +429,41 @@ class Collector:
             used = _manifest.last_used(self.layout, tid)
             if used is None or self.now - used < unused_for:
                 continue
-            reason = f"not ensured for {(self.now - used) / 86400:.1f} days"
-            if self._planted(tid):
-                continue
-            if self.dry_run:
-                self.found.append(Removal("tree", self.layout.tree_path(tid), reason, False))
-                continue
+            kept = self.unpublish(tid, f"not ensured for {(self.now - used) / 86400:.1f} days")
+            if kept is not None:
+                _log.logger().info("kept %s: %s", tid, kept)
 
-            def unpublish(t: TreeId = tid, r: str = reason) -> None:
-                if self._planted(t):  # looked at again under the lock: a link planted since is left alone too
-                    return
-                # Record first: from here a concurrent ensure sees the tree missing, never half-deleted.
-                _manifest.remove(self.layout, t)
-                with self._dir(self.layout.tree_dir(t)):
-                    pass  # reports a file in the way, if there is one
-                self._discard("tree", self.layout.tree_dir(t), t.leaf, r)
+    def unpublish(self, tid: TreeId, reason: str) -> str | None:
+        """Take the tree ``tid`` out of the repo (gc ``--unused-for`` and ``remove``): under its lock, its record
+        first, then the tree renamed into trash/ and deleted there; or, with ``--dry-run``, only say so. ``None``
+        once done (its :class:`Removal` is in :attr:`found`, unless the tree was gone already), else why the tree
+        was left as it is: a peer is in its lock, no lock can be had here, or a symlink stands on its path.
 
-            if not self._with_lock(tid, unpublish):
-                _log.logger().info("kept %s: its lock is held, or cannot be had here", tid)
+        Invariant: the tree's lock, taken without waiting, keeps out every process that works on the tree (an
+        install, a repair, another gc or remove), so none of them is between two of its steps while the tree goes;
+        a held lock means a process is using the tree, and then the tree is left whole. Lock-free readers need no
+        lock: the record goes first, so from then on a concurrent ``ensure`` sees the tree missing (and
+        reinstalls it), never half-deleted, and the deletion runs only in trash/, where no path of the repo
+        leads."""
+        if self._planted(tid):
+            return "a symlink on its path: left alone"
+        if self.dry_run:
+            self.found.append(Removal("tree", self.layout.tree_path(tid), reason, False))
+            return None
+        planted: list[bool] = []
+
+        def step() -> None:
+            if self._planted(tid):  # looked at again under the lock: a link planted since is left alone too
+                planted.append(True)
+                return
+            # Record first: from here a concurrent ensure sees the tree missing, never half-deleted.
+            _manifest.remove(self.layout, tid)
+            with self._dir(self.layout.tree_dir(tid)):
+                pass  # reports a file in the way, if there is one
+            self._discard("tree", self.layout.tree_dir(tid), tid.leaf, reason)
+
+        kept = self._with_lock(tid, step)
+        return "a symlink on its path: left alone" if kept is None and planted else kept
 
     def _planted(self, tid: TreeId) -> bool:
         """Whether a symlink stands on the tree's path: then the tree and its record are left alone and the link
@@ -446,30 +476,43 @@ class Collector:
         self._leave_alone(self.layout.path(*link), f"a symlink {where}: left alone")
         return True
 
-    def _with_lock(self, tid: TreeId, step: Callable[[], None]) -> bool:
-        """Run ``step`` holding the tree's lock without waiting; ``False`` if it cannot be had now, because a
-        peer holds it or because no lock can be had here at all."""
+    def _with_lock(self, tid: TreeId, step: Callable[[], None]) -> str | None:
+        """Run ``step`` holding the tree's lock without waiting: ``None`` once it ran, else why the lock cannot be
+        had now (a peer holds it: its owner note names it) or here at all. ``step`` runs without a lock only with
+        locking off (``--no-lock``)."""
         if not self.settings.enabled:
             step()
-            return True
+            return None
         from .._store.lock import Unusable, open_tree_lock
 
         try:
             lock = open_tree_lock(self.layout, tid, self.settings)
         except RepoUnusable:
-            return False  # a symlink or file where its lock directory belongs: reported by lock_debris
+            return "a symlink or file is where its lock directory belongs"  # reported by lock_debris too
         if isinstance(lock, Unusable):
-            return False
-        if not lock.try_take():
+            return _LOCK_UNUSABLE.get(lock.kind, "no lock can be had for it here")
+        taken = lock.try_take()
+        if not taken:
+            why = f"in use: its lock is {lock.holder()}" if taken is False else _LOCK_UNUSABLE["foreign"]
             lock.close()
-            return False
+            return why
         forget = False
         try:
             step()
             forget = missing(self.layout, tid)  # the tree just unpublished leaves no lock behind
         finally:
             lock.release(forget=forget)
-        return True
+        return None
+
+
+#: Said of a tree whose lock (a :class:`repoinstall._store.lock.Unusable` of this kind) cannot be had here.
+_LOCK_UNUSABLE = {
+    "foreign": "its lock belongs to another uid, or cannot be read: nobody can be proven out of it",
+    "replaced": "a symlink or file is where its lock's state belongs (gc sets it aside)",
+    "links": "no lock can be had on this filesystem (hard links do not keep identity); --no-lock goes without",
+}
+#: What a removal says when its victim was set aside but not wholly deleted: a later gc finishes it.
+NOT_ALL_DELETED = "in trash/, not all deleted"
 
 
 def _empty(dir_fd: int, name: str) -> bool:

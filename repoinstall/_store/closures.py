@@ -50,9 +50,10 @@ def of_record(tid: TreeId, record: TreeEntry) -> Closure | None:
         if (is_set(tid.name) or is_locked(tid.name)) and name == tid.name:
             continue
         url, sha256, version = row.get("url", ""), row.get("sha256", ""), row.get("version", "")
-        if not (name and url and sha256 and version) or any(c.isspace() for c in url + sha256):
+        if not (name and sha256 and version) or any(c.isspace() for c in url + sha256 + version):
             return None
-        lines.append(f"{name} @ {url} --hash=sha256:{sha256}")
+        # From where it came; from the index, by its version and hash, when no URL was reported.
+        lines.append(f"{name} @ {url} --hash=sha256:{sha256}" if url else f"{name}=={version} --hash=sha256:{sha256}")
         members.append(f"{name}=={version}")
     return Closure(tuple(sorted(lines)), tuple(sorted(members))) if lines else None
 

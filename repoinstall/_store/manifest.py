@@ -16,9 +16,21 @@ from .identity import TreeId
 from .layout import RECORD_SUFFIX, RECORDS, USED_SUFFIX, Layout
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from .dists import Dist
 
 FORMAT = 1
+
+
+class Artifact(NamedTuple):
+    """The file one distribution of a tree was installed from, as its installer reported it: the sha256 (hex) of
+    that very file and the URL it came from, credentials removed; ``""`` for what is not known."""
+
+    name: str
+    version: str
+    sha256: str = ""
+    url: str = ""
 
 
 class TreeEntry(NamedTuple):
@@ -42,8 +54,17 @@ class TreeEntry(NamedTuple):
 
     @classmethod
     def new(
-        cls, tid: TreeId, requirement: str, dist_info: str, dists: list[Dist], installer: str, installer_version: str
+        cls,
+        tid: TreeId,
+        requirement: str,
+        dist_info: str,
+        dists: list[Dist],
+        installer: str,
+        installer_version: str,
+        artifacts: Iterable[Artifact] = (),
     ) -> TreeEntry:
+        """The record of a tree holding ``dists``; each dist's row names the artifact it came from (``sha256``,
+        ``url``) when ``artifacts`` has it (its name and version), and leaves those keys out otherwise."""
         return cls(
             requirement=requirement,
             name=tid.name,
@@ -56,8 +77,29 @@ class TreeEntry(NamedTuple):
             installer_version=installer_version,
             installed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             host=os.uname().nodename,
-            dists=tuple({"name": d.name, "version": d.version, "dist_info": d.dist_info} for d in dists),
+            dists=tuple(_row(d, artifacts) for d in dists),
         )
+
+
+def _row(dist: Dist, artifacts: Iterable[Artifact]) -> dict[str, str]:
+    """One ``dists`` row: name, version and dist-info, plus its artifact's ``sha256`` and ``url`` where known.
+    Every value is a string, so readers that know only the first three keys read the row as before."""
+    from packaging.utils import canonicalize_name
+
+    row = {"name": dist.name, "version": dist.version, "dist_info": dist.dist_info}
+    name = canonicalize_name(dist.name)
+    for artifact in artifacts:
+        if canonicalize_name(artifact.name) == name and _same(artifact.version, dist.version):
+            row.update((key, value) for key, value in (("sha256", artifact.sha256), ("url", artifact.url)) if value)
+            break
+    return row
+
+
+def _same(one: str, other: str) -> bool:
+    try:
+        return one == other or Version(one) == Version(other)
+    except InvalidVersion:
+        return False
 
 
 #: The fields a record holds as strings. A record with any of them of another JSON type is garbage.

@@ -15,12 +15,14 @@ def test_every_result_type_is_exported() -> None:
     from repoinstall._ops.doctor import Finding
     from repoinstall._ops.gc import Removal
     from repoinstall._ops.lockinfo import LockInfo
+    from repoinstall._ops.remove import Removed
     from repoinstall._ops.verify import TreeReport
     from repoinstall._store.manifest import TreeEntry
 
     exported = {name: getattr(repoinstall, name) for name in repoinstall.__all__}
     assert exported["TreeReport"] is TreeReport and exported["LockInfo"] is LockInfo
     assert exported["Removal"] is Removal and exported["Finding"] is Finding and exported["TreeEntry"] is TreeEntry
+    assert exported["Removed"] is Removed
 
 
 def test_importing_the_package_loads_no_operator_module() -> None:

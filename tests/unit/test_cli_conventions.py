@@ -34,7 +34,7 @@ def test_version_is_the_packages() -> None:
 
 def test_every_command_takes_dash_h() -> None:
     commands = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
-    assert {"ensure", "run", "verify", "gc", "locks", "doctor", "path", "list"} <= set(commands)
+    assert {"ensure", "run", "verify", "gc", "remove", "locks", "doctor", "path", "list"} <= set(commands)
     for command in commands:
         done = _cli(command, "-h")
         assert done.returncode == 0 and done.stdout.startswith(f"Usage: repoinstall {command} "), (command, done)
@@ -96,7 +96,7 @@ def test_help_shows_every_commands_summary_whole() -> None:
     on a narrow terminal."""
     group = typer.main.get_command(app)
     summaries = {name: command.short_help for name, command in group.commands.items()}  # type: ignore[attr-defined]
-    assert len(summaries) == 8 and all(summaries.values()), summaries
+    assert len(summaries) == 9 and all(summaries.values()), summaries
     for columns in ("200", "80", "50"):
         done = _cli("--help", env={**os.environ, "COLUMNS": columns})
         assert done.returncode == 0, done

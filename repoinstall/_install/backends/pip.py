@@ -2,14 +2,90 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
 
 from ..._options import InstallOptions
 from ..._requirements import Requested, hashed_requirements
+from ..._store.manifest import Artifact
 
 #: pip settings that would send files somewhere other than --target; everything else in PIP_* and pip.conf
 #: (indexes, certificates, proxies, find-links) stays in force, since that is how users reach private indexes.
 _DESTINATION_VARIABLES = ("PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER", "PIP_EDITABLE", "PIP_UPGRADE")
+#: pip's installation report (``--report``, pip >= 22.2), in the scratch dir: which files it installed.
+REPORT = "pip-report.json"
+_REPORT_SINCE = (22, 2)
+
+
+@functools.cache
+def _reports(python: str) -> bool:
+    """Whether the pip of ``python`` writes ``--report`` (asked once per interpreter: ``import pip`` is light)."""
+    try:
+        shown = subprocess.run(
+            [python, "-c", "import pip; print(pip.__version__)"], capture_output=True, text=True, timeout=60, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False  # no pip: the install itself says so
+    try:
+        return tuple(int(part) for part in shown.strip().split(".")[:2]) >= _REPORT_SINCE
+    except ValueError:
+        return True  # a development version: recent
+
+
+def artifacts(report: object) -> tuple[Artifact, ...]:
+    """The files a pip report says it installed: each one's sha256 (verified by pip against the index's hash, or
+    computed by pip from the file it downloaded) and URL, credentials removed. A local file pip gave no hash of
+    (pip < 23.1) is hashed here; any other file without one is recorded without a hash."""
+    found: list[Artifact] = []
+    items = report.get("install") if isinstance(report, dict) else None
+    for item in items if isinstance(items, list) else []:
+        metadata = item.get("metadata") if isinstance(item, dict) else None
+        info = item.get("download_info") if isinstance(item, dict) else None
+        if not isinstance(metadata, dict) or not isinstance(info, dict):
+            continue
+        name, version, url = metadata.get("name"), metadata.get("version"), info.get("url")
+        if not isinstance(name, str) or not isinstance(version, str):
+            continue
+        url = url if isinstance(url, str) else ""
+        archive = info.get("archive_info")
+        found.append(Artifact(name, version, _sha256(archive, url) if isinstance(archive, dict) else "", _shown(url)))
+    return tuple(found)
+
+
+def _sha256(archive: dict[str, object], url: str) -> str:
+    hashes = archive.get("hashes")
+    if isinstance(hashes, dict) and isinstance(hashes.get("sha256"), str):
+        return str(hashes["sha256"]).lower()
+    legacy = archive.get("hash")
+    if isinstance(legacy, str) and legacy.startswith("sha256="):
+        return legacy.removeprefix("sha256=").lower()
+    if url.startswith("file:"):
+        return _hash_local(url)
+    return ""
+
+
+def _hash_local(url: str) -> str:
+    import hashlib
+    import urllib.parse
+    import urllib.request
+
+    path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return ""
+    return digest.hexdigest()
+
+
+def _shown(url: str) -> str:
+    """A URL as a record keeps it: no user, password or token, no fragment (the hash is recorded apart)."""
+    from ..._urls import without_credentials
+
+    return without_credentials(url)
 
 
 def options_args(options: InstallOptions) -> list[str]:
@@ -54,6 +130,9 @@ class _Pip:
             "--compile",
             *options_args(options),
         ]
+        if _reports(options.python):
+            # Which files it installed, with their hashes: the tree's closure, for its record.
+            base += ["--report", os.path.join(scratch, REPORT)]
         if requested.locked:  # a lock file's tree: ``pin`` is its requirements file, every line hashed
             return [*base, "--no-deps", "--require-hashes", "-r", pin]
         if not requested.hashes:
@@ -73,8 +152,22 @@ class _Pip:
             env["PIP_EXTRA_INDEX_URL"] = " ".join(index_config(options._replace(no_index=False)).index_urls[1:])
         return env
 
+    def prepare(self, options: InstallOptions, requested: Requested, pin: str, scratch: str) -> list[str] | None:
+        """pip resolves and installs in one run."""
+        return None
+
     def settle(self, target: str) -> None:
         """pip's tree needs nothing: it records its bytecode in RECORD itself."""
+
+    def closure(self, target: str, requested: Requested, scratch: str) -> tuple[Artifact, ...]:
+        """What pip's report says it installed; nothing without one (an older pip)."""
+        import json
+
+        try:
+            with open(os.path.join(scratch, REPORT), "rb") as handle:
+                return artifacts(json.load(handle))
+        except (OSError, ValueError):
+            return ()
 
 
 PIP = _Pip()

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from typing import NamedTuple, Protocol
 
 from ... import _stop
 from ..._errors import InstallError, Interrupted
 from ..._options import InstallOptions
 from ..._requirements import Requested
+from ..._store.manifest import Artifact
 
 _TAIL_LINES = 12
 
@@ -25,6 +27,10 @@ class Backend(Protocol):
 
     def version(self) -> str: ...
 
+    def prepare(self, options: InstallOptions, requested: Requested, pin: str, scratch: str) -> list[str] | None:
+        """A command to run before :meth:`command` (uv: lock the closure), or ``None``."""
+        ...
+
     def command(
         self, options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str
     ) -> list[str]: ...
@@ -33,12 +39,17 @@ class Backend(Protocol):
 
     def settle(self, target: str) -> None: ...
 
+    def closure(self, target: str, requested: Requested, scratch: str) -> tuple[Artifact, ...]:
+        """The artifacts installed (file hash and URL), as far as the installer said: only what it verified."""
+        ...
+
 
 class Built(NamedTuple):
-    """Who built a staged tree, for its record."""
+    """Who built a staged tree, and from which files, for its record."""
 
     installer: str
     version: str
+    artifacts: tuple[Artifact, ...] = ()
 
 
 def backend(name: str) -> Backend:
@@ -60,15 +71,44 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
 
     index_config(options)  # every index URL readable, or one line (exit 2) before an installer could show a password
     chosen = backend(options.installer)
-    command = chosen.command(options, target, requested, pin, scratch)
     env = chosen.environment(options)
     env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
-    run(command, env, options.timeout, what, chosen.name)
+    # --install-timeout bounds the installer's whole work, however many runs it takes.
+    deadline = time.monotonic() + options.timeout
+    if (first := chosen.prepare(options, requested, pin, scratch)) is not None:
+        run(first, env, options.timeout, what, chosen.name)
+    command = chosen.command(options, target, requested, pin, scratch)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise InstallError(f"{what}: {chosen.name} did not finish within {options.timeout:g}s (see --install-timeout)")
+    run(command, env, left, what, chosen.name, limit=options.timeout, announce=first is None)
     chosen.settle(target)
-    return Built(chosen.name, chosen.version())
+    artifacts = chosen.closure(target, requested, scratch)
+    if requested.locked:
+        # What a pinned install was told to take, for what the installer did not report itself.
+        from ..locked import artifacts_of
+
+        reported = {a.name for a in artifacts}
+        artifacts += tuple(a for a in artifacts_of(requested) if a.name not in reported)
+    if requested.members:
+        # A set's metapackage is a wheel we wrote into the scratch dir, gone with it: its hash, and no URL.
+        from packaging.utils import canonicalize_name
+
+        own = canonicalize_name(requested.name)
+        artifacts = tuple(a._replace(url="") if canonicalize_name(a.name) == own else a for a in artifacts)
+    return Built(chosen.name, chosen.version(), artifacts)
 
 
-def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installer: str) -> None:
+def run(
+    cmd: list[str],
+    env: dict[str, str],
+    timeout: float,
+    what: str,
+    installer: str,
+    *,
+    limit: float | None = None,
+    announce: bool = True,
+) -> None:
     """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure.
     With ``-v``, its command line and its whole output are logged (credentials in URLs hidden).
 
@@ -82,7 +122,8 @@ def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installe
 
     _stop.check()
     # The line that says an install started, once nothing but the installer itself can fail it.
-    _log.logger().info("installing %s with %s", what, installer)
+    if announce:
+        _log.logger().info("installing %s with %s", what, installer)
     _log.logger().debug("%s: running %s", what, redact_all(shlex.join(cmd)))
     try:
         proc = subprocess.Popen(
@@ -99,7 +140,7 @@ def run(cmd: list[str], env: dict[str, str], timeout: float, what: str, installe
                 proc.kill()
                 proc.communicate()
                 raise InstallError(
-                    f"{what}: {installer} did not finish within {timeout:g}s (see --install-timeout)"
+                    f"{what}: {installer} did not finish within {limit or timeout:g}s (see --install-timeout)"
                 ) from None
             except BaseException:
                 proc.kill()  # interrupted (SIGTERM, Ctrl-C): the installer must not outlive us writing into staging

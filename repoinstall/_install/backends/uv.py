@@ -14,6 +14,13 @@ indexes or destinations:
 * files are copied from uv's cache (``--link-mode copy``): a tree never shares an inode with a cache that may
   be pruned or live on another filesystem;
 * bytecode is compiled (``--compile-bytecode``) and, as pip does, listed in RECORD by :meth:`_Uv.settle`.
+
+uv has no installation report, so the closure is locked first: ``uv pip compile --format pylock.toml`` (same
+options) names every file with its sha256 (from the index, or hashed by uv), and the install is then of exactly
+those pins, each with its lock's hashes, in ``--require-hashes`` mode: what uv installs is what the lock says,
+verified by uv. Where a package's lock entry lists several files (wheels for several tags), the installed
+dist-info's ``WHEEL`` tags say which one it was. A lock this cannot pin (a directory or VCS dependency, a file
+without a hash) installs as before, and the record then has no hashes or URLs.
 """
 
 from __future__ import annotations
@@ -26,10 +33,12 @@ import re
 import shutil
 import subprocess
 import threading
+from typing import Any
 
 from ..._errors import InstallError
 from ..._options import InstallOptions
 from ..._requirements import Requested, hashed_requirements
+from ..._store.manifest import Artifact
 
 #: uv settings that would change where files go or which indexes are asked: pip's configuration decides.
 _OVERRIDDEN = frozenset(
@@ -48,6 +57,7 @@ _OVERRIDDEN = frozenset(
         "UV_LINK_MODE",
         "UV_NO_BINARY",
         "UV_NO_BUILD",
+        "UV_NO_CACHE",
         "UV_NO_CONFIG",
         "UV_NO_INDEX",
         "UV_ONLY_BINARY",
@@ -64,6 +74,11 @@ _OVERRIDDEN = frozenset(
 )
 #: ``<stem>.<implementation tag>[.opt-N].pyc`` in a ``__pycache__`` directory.
 _PYC = re.compile(r"^(?P<stem>[^.]+)\.[^.]+(?:\.opt-\d+)?\.pyc$")
+#: In the scratch dir: the locked closure (uv insists on this name), its input, and the pins installed from it.
+LOCK = "pylock.toml"
+_LOCK_INPUT = "closure.in"
+PINNED = "closure.txt"
+_TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
 
 
 def _binary() -> str:
@@ -117,26 +132,19 @@ class _Uv:
     def version(self) -> str:
         return _version(_binary())
 
-    def command(self, options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str) -> list[str]:
+    def _common(self, options: InstallOptions, scratch: str, *, constraints: bool = True) -> list[str]:
+        """The options the lock and the install share: interpreter, indexes, constraints, cache."""
         from ..._pipconfig import index_config, pip_settings
 
         config = index_config(options)
         pip = pip_settings(options.python)
         args = [
-            _binary(),
-            "pip",
-            "install",
-            "--target",
-            target,
             "--python",
             options.python,
             "--no-config",
             "--color",
             "never",
             "--no-progress",
-            "--compile-bytecode",
-            "--link-mode",
-            "copy",
             "--index-strategy",
             "unsafe-best-match",
         ]
@@ -145,7 +153,7 @@ class _Uv:
         if not _find_links_in_environment(config.find_links):
             for location in config.find_links:
                 args += ["--find-links", location]
-        for path in config.constraints:
+        for path in config.constraints if constraints else ():
             args += ["--constraint", os.path.abspath(path)]
         for host in config.trusted_hosts:
             args += ["--allow-insecure-host", host]
@@ -156,11 +164,51 @@ class _Uv:
                 args += [f"--{flag}", value]
         if options.cache_dir:
             args += ["--cache-dir", os.path.join(os.path.abspath(options.cache_dir), "uv")]
-        if requested.locked:  # a lock file's tree: ``pin`` is its requirements file, every line hashed
+        elif os.environ.get("UV_NO_CACHE", "").strip().lower() in _TRUE:
+            # No cache wanted, but the lock and the install share one, so a file is downloaded once: the scratch
+            # dir's, gone with it.
+            args += ["--cache-dir", os.path.join(scratch, "uv-cache")]
+        return args
+
+    def prepare(self, options: InstallOptions, requested: Requested, pin: str, scratch: str) -> list[str] | None:
+        """Lock the closure first (``uv pip compile --format pylock.toml``): every file and its sha256. Not for
+        what is pinned already (a lock file's tree, a kept closure): its lines name each file and its hash."""
+        if requested.locked:
+            return None
+        if requested.hashes:
+            source = hashed_requirements(scratch, requested, pin)
+        else:
+            source = os.path.join(scratch, _LOCK_INPUT)
+            with open(source, "w", encoding="utf-8") as handle:
+                handle.write(pin + "\n")  # the validated pin, nothing user-shaped
+        lock = os.path.join(scratch, LOCK)
+        return [_binary(), "pip", "compile", *self._common(options, scratch), "--quiet", "--format", LOCK,
+                "-o", lock, source]  # fmt: skip
+
+    def command(self, options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str) -> list[str]:
+        lines = None if requested.hashes or requested.locked else _pins(_lock(scratch), requested, pin, scratch)
+        args = [
+            _binary(),
+            "pip",
+            "install",
+            "--target",
+            target,
+            # The lock obeyed the constraints; its exact pins need none (and --require-hashes refuses loose ones).
+            *self._common(options, scratch, constraints=lines is None and not requested.locked),
+            "--compile-bytecode",
+            "--link-mode",
+            "copy",
+        ]
+        if requested.locked:  # pinned already: ``pin`` is its requirements file, every line hashed
             return [*args, "--no-deps", "--require-hashes", "-r", pin]
-        if not requested.hashes:
+        if requested.hashes:
+            return [*args, "--require-hashes", "-r", hashed_requirements(scratch, requested, pin)]
+        if lines is None:
             return [*args, "--", pin]
-        return [*args, "--require-hashes", "-r", hashed_requirements(scratch, requested, pin)]
+        pinned = os.path.join(scratch, PINNED)
+        with open(pinned, "w", encoding="utf-8") as handle:
+            handle.write("".join(line + "\n" for line in lines))
+        return [*args, "--require-hashes", "-r", pinned]
 
     def environment(self, options: InstallOptions) -> dict[str, str]:
         from ..._pipconfig import index_config, pip_settings
@@ -185,6 +233,36 @@ class _Uv:
         if pip.get("proxy"):
             env["HTTP_PROXY"] = env["HTTPS_PROXY"] = pip["proxy"]
         return env
+
+    def closure(self, target: str, requested: Requested, scratch: str) -> tuple[Artifact, ...]:
+        """The locked files uv installed: only those whose hash uv was made to check (the lock's pins, or the
+        spec's own ``--hash``), each identified among its package's files by the tags of the wheel installed."""
+        from packaging.utils import canonicalize_name
+
+        lock = _lock(scratch)
+        if lock is None:
+            return ()
+        own = canonicalize_name(requested.name)
+        if requested.hashes:
+            checked: dict[str, set[str]] | None = {
+                own: {h.partition(":")[2].lower() for h in requested.hashes if h.lower().startswith("sha256:")}
+            }
+        elif os.path.exists(os.path.join(scratch, PINNED)):
+            checked = None  # every locked file was pinned by its hash
+        else:
+            return ()  # installed without the lock: nothing here is known to be what uv installed
+        tags = _installed_tags(target)
+        found: list[Artifact] = []
+        for package in _packages(lock):
+            name = canonicalize_name(package["name"])
+            chosen = _installed_file(_files(package, scratch), tags.get(name))
+            if chosen is None:
+                continue
+            sha256, url = chosen
+            if checked is not None and sha256 not in checked.get(name, ()):
+                continue
+            found.append(Artifact(package["name"], str(package.get("version", "")), sha256, _shown(url)))
+        return tuple(found)
 
     def settle(self, target: str) -> None:
         """Make uv's tree look like pip's: no uv lock file, and compiled bytecode listed in its dist's RECORD.
@@ -231,6 +309,138 @@ class _Uv:
                         _fs.write_atomic(dist_fd, "RECORD", more.getvalue().encode("utf-8"))  # staging: no reader
                     finally:
                         os.close(dist_fd)
+
+
+def _lock(scratch: str) -> dict[str, Any] | None:
+    """The lock ``uv pip compile`` wrote, or ``None`` if there is none or it cannot be read."""
+    import tomllib
+
+    try:
+        with open(os.path.join(scratch, LOCK), "rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _packages(lock: dict[str, Any]) -> list[dict[str, Any]]:
+    packages = lock.get("packages")
+    return (
+        [p for p in packages if isinstance(p, dict) and isinstance(p.get("name"), str)]
+        if isinstance(packages, list)
+        else []
+    )
+
+
+def _files(package: dict[str, Any], scratch: str) -> list[tuple[str | None, str, str]]:
+    """A locked package's files: (wheel file name, or ``None`` for an sdist or archive; sha256; URL)."""
+    entries: list[tuple[bool, Any]] = []
+    wheels = package.get("wheels")
+    entries += [(True, wheel) for wheel in wheels] if isinstance(wheels, list) else []
+    entries += [(False, package[key]) for key in ("sdist", "archive") if key in package]
+    files = []
+    for is_wheel, entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        hashes = entry.get("hashes")
+        sha256 = hashes.get("sha256") if isinstance(hashes, dict) else None
+        url = entry.get("url")
+        if not isinstance(url, str):
+            path = entry.get("path")
+            url = _file_url(os.path.join(scratch, path)) if isinstance(path, str) else ""
+        if not isinstance(sha256, str) or not sha256:
+            sha256 = ""
+        name = entry.get("name")
+        if not isinstance(name, str):
+            name = _last_part(url)
+        files.append((name if is_wheel else None, sha256.lower(), url))
+    return files
+
+
+def _last_part(url: str) -> str:
+    import urllib.parse
+
+    return urllib.parse.unquote(urllib.parse.urlsplit(url).path.rpartition("/")[2])
+
+
+def _file_url(path: str) -> str:
+    import pathlib
+
+    return pathlib.Path(os.path.abspath(path)).as_uri()
+
+
+def _pins(lock: dict[str, Any] | None, requested: Requested, pin: str, scratch: str) -> list[str] | None:
+    """The locked closure as pins with hashes (the spec's own pin for its package), or ``None`` where it cannot
+    be pinned so: no lock, a package without a version or with a file without a hash, or a directory or VCS one."""
+    from packaging.utils import canonicalize_name
+
+    if lock is None:
+        return None
+    own = canonicalize_name(requested.name)
+    lines: list[str] = []
+    for package in _packages(lock):
+        files = _files(package, scratch)
+        if not files or any(not sha256 for _, sha256, _ in files) or "directory" in package or "vcs" in package:
+            return None
+        hashes = "".join(f" --hash=sha256:{sha256}" for sha256 in sorted({sha256 for _, sha256, _ in files}))
+        version = package.get("version")
+        marker = package.get("marker")
+        if canonicalize_name(package["name"]) == own:
+            line = pin
+        elif isinstance(version, str) and "archive" not in package:
+            line = f"{package['name']}=={version}"
+        else:
+            return None
+        if isinstance(marker, str) and marker:
+            line += f" ; {marker}"
+        lines.append(line + hashes)
+    return lines if any(line.startswith(pin) for line in lines) else None
+
+
+def _installed_tags(target: str) -> dict[str, frozenset[str]]:
+    """Each distribution of the tree (canonical name) and the tags its ``WHEEL`` file names."""
+    from packaging.utils import canonicalize_name
+
+    from ..._store import fs as _fs
+    from ..._store.dists import opened, scan
+
+    found: dict[str, frozenset[str]] = {}
+    with opened(target) as tree:
+        for dist in scan(tree):
+            data = _fs.read_file(tree, (dist.dist_info, "WHEEL")) or b""
+            lines = data.decode("utf-8", "replace").splitlines()
+            found[canonicalize_name(dist.name)] = frozenset(
+                line.partition(":")[2].strip() for line in lines if line.lower().startswith("tag:")
+            )
+    return found
+
+
+def _installed_file(files: list[tuple[str | None, str, str]], tags: frozenset[str] | None) -> tuple[str, str] | None:
+    """Which of a package's locked files uv installed: the only one; else the wheel whose tags are the installed
+    wheel's; else (the wheel was built) the only source file. ``None`` when that is not certain."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    if tags is None:
+        return None  # not in the tree
+    if len(files) == 1:
+        return files[0][1:]
+    wheels = []
+    for name, sha256, url in files:
+        if name is None:
+            continue
+        try:
+            if {str(tag) for tag in parse_wheel_filename(name)[3]} == tags:
+                wheels.append((sha256, url))
+        except InvalidWheelFilename:
+            continue
+    sources = [(sha256, url) for name, sha256, url in files if name is None]
+    candidates = wheels or sources
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _shown(url: str) -> str:
+    from ..._urls import without_credentials
+
+    return without_credentials(url)
 
 
 UV = _Uv()
