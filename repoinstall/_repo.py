@@ -498,9 +498,11 @@ class Repo:
         names one tree; a bare name or a range every installed tree of that name (and those extras) it admits.
 
         One :class:`Removed` per tree named (``removed``, or ``would-remove`` with ``dry_run``), or ``kept`` with
-        the reason when a process is using it (its lock is held) or a symlink stands on its path: that tree is left
-        whole, the others still go. A spec that names no installed tree is ``skipped`` (with a warning), as pip's
-        uninstall skips a package that is not installed. Every spec is parsed before anything is removed."""
+        the reason when a process is using it (its lock is held, or a process on this host has it as its working
+        directory, on its PYTHONPATH or command line, or a file of it open or mapped) or a symlink stands on its
+        path: that tree is left whole, the others still go. A spec that names no installed tree is ``skipped``
+        (with a warning), as pip's uninstall skips a package that is not installed. Every spec is parsed before
+        anything is removed."""
         from ._ops.remove import remove_trees
 
         wanted = [_parsed(s) for s in specs]

@@ -6,10 +6,23 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-from helpers import actions, document, ensure_args, finish, run, signal_group, snapshot, start, wait_until
+from helpers import (
+    Pod,
+    actions,
+    document,
+    ensure_args,
+    finish,
+    isolated_env,
+    run,
+    signal_group,
+    snapshot,
+    start,
+    wait_until,
+)
 from indexserver import IndexServer
 
 LOCK = ["--stale-after", "2", "--heartbeat", "0.4"]
@@ -108,6 +121,42 @@ def test_gc_unused_for_unpublishes_record_first_and_keeps_used_trees(repo: Path,
     assert snapshot(d) == kept
     again = run(*ensure_args(repo, index.url, "adaptor-a==1.0"))
     assert actions(again.stdout) == ["installed"]
+
+
+def test_gc_unused_for_keeps_a_tree_a_process_on_this_host_uses(repo: Path, index: IndexServer) -> None:
+    a, d = _paths(repo, index, "adaptor-a==1.0", "adaptor-d==1.0")
+    _paths(repo, index, "adaptor-a==1.0", "adaptor-d==1.0")  # a warm ensure notes "last ensured"
+    kept = snapshot(a)
+    # The workers that import from a: one started as `repoinstall run` starts it (PYTHONPATH), one running a
+    # file of the tree (its command line names it).
+    env = {**isolated_env(), "PYTHONPATH": str(a)}
+    worker = Pod([sys.executable, "-c", "import adaptor_a, time; print('ready', flush=True); time.sleep(60)"], env)
+    script = Pod([sys.executable, "-c", "import time; time.sleep(60)", str(a / "adaptor_a" / "__init__.py")], env)
+    try:
+        wait_until(lambda: worker.out == ["ready\n"] or worker.poll() is not None, what="the worker to start")
+        done = run("gc", "--repo", repo, "--unused-for", "0", "--json", *LOCK)
+        assert done.returncode == 0, done.stderr  # in use is not unused: nothing failed
+        assert [r["path"] for r in json.loads(done.stdout)["removed"] if r["kind"] == "tree"] == [str(d)]
+        assert f"kept adaptor-a==1: in use: pid {worker.pid} (" in done.stderr, done.stderr
+        assert "PYTHONPATH (and 1 other process)" in done.stderr, done.stderr
+        assert snapshot(a) == kept and not d.exists()
+        assert list((repo / "records").rglob("adaptor-a/1.json")), "its record stays: still installed"
+        signal_group(worker, signal.SIGKILL)
+        worker.wait()
+        by_script = run("gc", "--repo", repo, "--unused-for", "0", *LOCK)
+        assert by_script.returncode == 0 and a.is_dir(), by_script.stderr
+        assert (
+            f"kept adaptor-a==1: in use: pid {script.pid} (" in by_script.stderr and "command line" in by_script.stderr
+        )
+    finally:
+        for pod in (worker, script):
+            if pod.poll() is None:
+                signal_group(pod, signal.SIGKILL)
+            pod.wait()
+    gone = run("gc", "--repo", repo, "--unused-for", "0", "--json", *LOCK)
+    assert gone.returncode == 0, gone.stderr
+    assert [r["path"] for r in json.loads(gone.stdout)["removed"] if r["kind"] == "tree"] == [str(a)]
+    assert not a.exists() and not list((repo / "records").rglob("*.json"))
 
 
 def test_gc_removes_idle_lock_state_and_trash(repo: Path, index: IndexServer) -> None:

@@ -12,7 +12,18 @@ import textwrap
 import time
 from pathlib import Path
 
-from helpers import Pod, actions, document, ensure_args, isolated_env, run, signal_group, snapshot, wait_until
+from helpers import (
+    Pod,
+    actions,
+    document,
+    ensure_args,
+    isolated_env,
+    run,
+    signal_group,
+    snapshot,
+    start,
+    wait_until,
+)
 from indexserver import IndexServer
 
 from repoinstall import Removed, Repo
@@ -218,3 +229,94 @@ def test_a_symlink_at_a_tree_path_is_left_alone_and_named(repo: Path, index: Ind
     ], kept.stderr
     assert trees["adaptor-a==1.0"].is_symlink() and (outside / "adaptor_a" / "__init__.py").is_file()
     assert any(r.endswith("adaptor-a/1.json") for r in _records(repo)), "its record stays with it, as gc leaves it"
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _kill(*pods: Pod) -> None:
+    for pod in pods:
+        if pod.poll() is None:
+            signal_group(pod, signal.SIGKILL)
+        pod.wait()
+
+
+def test_a_tree_a_process_on_this_host_uses_is_left_whole_exit_1_naming_the_process(
+    repo: Path, index: IndexServer
+) -> None:
+    trees = _ensure(repo, index, "adaptor-a==1.0", "adaptor-d==1.0", "adaptor-e==1.0")
+    whole = {name: snapshot(trees[name]) for name in ("adaptor-a==1.0", "adaptor-d==1.0")}
+    pods: list[Pod] = []
+    try:
+        # A worker that imported a pure-Python module from the tree keeps no file of it open: its PYTHONPATH
+        # names the tree. Another only stands in the tree (its working directory).
+        worker = Pod(
+            [sys.executable, "-c", "import adaptor_a, time; print('ready', flush=True); time.sleep(60)"],
+            isolated_env(PYTHONPATH=str(trees["adaptor-a==1.0"])),
+        )
+        pods.append(worker)
+        inside = Pod(
+            ["sh", "-c", 'cd "$1" && exec sleep 60', "sh", str(trees["adaptor-d==1.0"] / "adaptor_d")], isolated_env()
+        )
+        pods.append(inside)
+        wait_until(lambda: worker.out == ["ready\n"] and _comm(inside.pid) == "sleep", what="the workers to start")
+
+        refused = _remove(repo, "adaptor-a==1.0", "adaptor-d==1.0", "adaptor-e==1.0", "--json")
+        assert refused.returncode == 1, refused.stderr
+        errors = refused.stderr.splitlines()  # one line per tree, naming it and the process that uses it
+        assert errors == [
+            f"repoinstall: error: adaptor-a==1.0: not removed: in use: pid {worker.pid} ({_comm(worker.pid)}): "
+            "PYTHONPATH",
+            f"repoinstall: error: adaptor-d==1.0: not removed: in use: pid {inside.pid} (sleep): cwd",
+        ], refused.stderr
+        outcomes = {t["tree"]: t["action"] for t in document(refused.stdout)["trees"]}
+        assert outcomes == {"adaptor-a==1.0": "kept", "adaptor-d==1.0": "kept", "adaptor-e==1.0": "removed"}
+        assert {name: snapshot(trees[name]) for name in whole} == whole and not trees["adaptor-e==1.0"].exists()
+        assert [r for r in _records(repo) if r.endswith("/1.json")] == [
+            r for r in _records(repo) if "/adaptor-a/" in r or "/adaptor-d/" in r
+        ]
+        dry = _remove(repo, "adaptor-a==1.0", "--dry-run")  # what would happen: the same answer, nothing done
+        assert dry.returncode == 1 and f"in use: pid {worker.pid}" in dry.stderr and dry.stdout == ""
+
+        # `repoinstall run` starts its command with the trees on PYTHONPATH (exec: the same pid).
+        runner = start(
+            "run", "adaptor-a==1.0", "--repo", repo, "--no-index", "--find-links", index.url, "--", "sleep", "60"
+        )
+        pods.append(runner)
+        wait_until(lambda: _comm(runner.pid) == "sleep" or runner.poll() is not None, what="run to exec sleep")
+        _kill(worker)
+        still = _remove(repo, "adaptor-a==1.0")
+        assert still.returncode == 1 and still.stderr.splitlines() == [
+            f"repoinstall: error: adaptor-a==1.0: not removed: in use: pid {runner.pid} (sleep): PYTHONPATH"
+        ], still.stderr
+        assert snapshot(trees["adaptor-a==1.0"]) == whole["adaptor-a==1.0"]
+
+        # Once nothing uses them, they go.
+        _kill(runner, inside)
+        done = _remove(repo, "adaptor-a==1.0", "adaptor-d==1.0")
+        assert done.returncode == 0, done.stderr
+        assert not trees["adaptor-a==1.0"].exists() and not trees["adaptor-d==1.0"].exists()
+        assert _records(repo) == [] and not any((repo / "trash").iterdir())
+    finally:
+        _kill(*pods)
+
+
+def test_two_processes_using_a_tree_the_lowest_pid_is_named_with_how_many_more(repo: Path, index: IndexServer) -> None:
+    trees = _ensure(repo, index, "adaptor-a==1.0")
+    env = isolated_env(PYTHONPATH=str(trees["adaptor-a==1.0"]))
+    pods = [Pod(["sleep", "60"], env) for _ in range(3)]
+    try:
+        with Repo(repo, stale_after=2, heartbeat=0.4) as store:
+            [kept] = store.remove(["adaptor-a==1.0"])
+        first = min(pod.pid for pod in pods)
+        assert (kept.action, kept.reason) == (
+            "kept",
+            f"in use: pid {first} (sleep): PYTHONPATH (and 2 other processes)",
+        )
+        assert not kept.ok and trees["adaptor-a==1.0"].is_dir()
+    finally:
+        _kill(*pods)

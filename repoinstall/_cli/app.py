@@ -413,8 +413,9 @@ def remove(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
 
     name==version names one tree; a bare name or a range every installed version of it that matches (extras
     are part of a tree's name: pkg[fast] names those trees). A spec that names no installed tree is skipped with
-    a warning (exit 0, as pip uninstall). A tree in use (a process holds its lock) is left whole: exit 1 naming
-    it, the other trees still go.
+    a warning (exit 0, as pip uninstall). A tree in use (a process holds its lock, or a process on this host
+    has it as working directory, on PYTHONPATH or on its command line, or a file of it open or mapped) is left
+    whole: exit 1 naming it and the process, the other trees still go.
     """
     _use_json(opts)
     _configure_log(opts)

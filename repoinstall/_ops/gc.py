@@ -14,7 +14,9 @@ Every removal is safe against a concurrent ``ensure``, locked or not:
   threshold) fails cleanly: it publishes by path, and the path is gone;
 * a tree is unpublished by removing its record first, then renaming the tree into ``trash/``, so a concurrent
   ``ensure`` sees it missing (and reinstalls), never half-deleted; a symlink on a tree's path is reported and
-  left alone, its record with it;
+  left alone, its record with it; a tree whose lock is held, or that a process on this host uses (its working
+  directory, an open or mapped file, its PYTHONPATH or command line: :mod:`repoinstall._ops.inuse`, /proc read
+  once per run), is left whole;
 * lock state is removed only for a tree that is installed, whose lock nobody holds or waits for, or for a tree
   that is installed or does not exist at all, once everyone who was in its lock is proven gone (nothing in the
   lock's state, its holder records included, renewed for the stale threshold); lock state filelock cannot use
@@ -55,6 +57,7 @@ from .._store.layout import (
 )
 from .._store.lock import foreign_owner
 from .._store.lockformat import activity, last_sign_of_life, members, state_name
+from .inuse import User, Users, scan
 from .lockinfo import inspect
 
 
@@ -91,6 +94,8 @@ class Collector:
         self._left_alone: set[str] = set()
         #: Lock states left alone because this UID cannot read them: owner UID (None: unknown) -> how many.
         self._unreadable: dict[int | None, int] = {}
+        #: What this host's processes use in trees/: /proc scanned once, when the first tree is to go.
+        self._users: Users | None = None
 
     def run(self) -> list[Removal]:
         self.prepare("gc can remove nothing")
@@ -444,9 +449,25 @@ class Collector:
         a held lock means a process is using the tree, and then the tree is left whole. Lock-free readers need no
         lock: the record goes first, so from then on a concurrent ``ensure`` sees the tree missing (and
         reinstalls it), never half-deleted, and the deletion runs only in trash/, where no path of the repo
-        leads."""
+        leads.
+
+        A tree a process on this host uses (its working directory, an open or mapped file, its PYTHONPATH or a
+        path on its command line is in it: :mod:`repoinstall._ops.inuse`) is left whole too, ``--dry-run`` or not.
+        That check is advisory: it reads /proc once per run, so a process that starts using the tree after the
+        scan is not seen. Then nothing but the lock protects it, and only an installer, repair, gc or remove
+        takes the lock; a lock-free ``ensure``, ``run`` or ``path`` that looks after the record went sees the tree
+        missing (and reinstalls it), one that looked before keeps a path that goes. Processes on other nodes of a
+        shared volume are never seen: for gc, only ``--unused-for`` (nobody ensured the tree for that long) covers
+        running workers there; ``remove`` is the operator's word that nobody needs the tree."""
         if self._planted(tid):
             return "a symlink on its path: left alone"
+        # Advisory, before the lock (a tree in use gets no lock state of ours): /proc as it was at this run's one
+        # scan. Whoever starts using the tree after it is protected by the lock alone if it is an installer or a
+        # repair, by the record going first if it is a lock-free reader, and on another node by --unused-for only.
+        users = self.users_of(tid)
+        if users:
+            more = len(users) - 1
+            return f"in use: {users[0]}" + (f" (and {more} other process{'es' if more > 1 else ''})" if more else "")
         if self.dry_run:
             self.found.append(Removal("tree", self.layout.tree_path(tid), reason, False))
             return None
@@ -464,6 +485,12 @@ class Collector:
 
         kept = self._with_lock(tid, step)
         return "a symlink on its path: left alone" if kept is None and planted else kept
+
+    def users_of(self, tid: TreeId) -> list[User]:
+        """The processes on this host that use the tree ``tid``, lowest pid first (:func:`scan`, once per run)."""
+        if self._users is None:
+            self._users = scan(self.layout.path(TREES))
+        return self._users.of(os.path.join(self._users.top, *self.layout.tree_dir(tid)[1:], tid.leaf))
 
     def _planted(self, tid: TreeId) -> bool:
         """Whether a symlink stands on the tree's path: then the tree and its record are left alone and the link

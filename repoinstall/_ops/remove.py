@@ -1,10 +1,11 @@
 """``remove``: take the trees that specs name out of the repo, the way gc ``--unused-for`` takes unused ones.
 
 Each tree goes through :meth:`Collector.unpublish <repoinstall._ops.gc.Collector.unpublish>`, gc's own removal:
-under the tree's lock (taken without waiting: a held lock means a process is using the tree, and it is left whole),
-its record first, then the tree renamed into ``trash/`` and deleted there. So a concurrent ``ensure`` sees the
-tree installed or missing (and reinstalls it), never half-deleted, and nothing but the named trees, their records
-and their idle lock state is touched.
+under the tree's lock (taken without waiting: a held lock means a process is using the tree, and it is left whole;
+so is a tree a process on this host uses, by its working directory, an open or mapped file, its PYTHONPATH or its
+command line: see :mod:`repoinstall._ops.inuse`), its record first, then the tree renamed into ``trash/`` and
+deleted there. So a concurrent ``ensure`` sees the tree installed or missing (and reinstalls it), never
+half-deleted, and nothing but the named trees, their records and their idle lock state is touched.
 
 Which trees a spec names, in this interpreter's environment: ``name[extras]==version`` the one tree of that
 version and those extras; a bare name or a range every tree of that name and those extras (none: no extras) whose
