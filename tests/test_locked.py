@@ -259,3 +259,149 @@ def test_the_api_ensures_a_lock(tmp_path: Path, served: IndexServer, monkeypatch
         again = asyncio.run(repo.aensure_lock(str(lock)))
     assert (first.action, again.action) == ("installed", "present")
     assert first.path == again.path and first.name.startswith("locked-")
+
+
+@pytest.fixture
+def changing(tmp_path: Path) -> Iterator[tuple[Path, IndexServer]]:
+    """An index whose files a test changes: app 1.0 (needs dep>=1) and dep 1.0 to begin with."""
+    directory = tmp_path / "changing"
+    directory.mkdir()
+    make_wheel(directory, "app", "1.0", requires=("dep>=1",))
+    make_wheel(directory, "dep", "1.0")
+    server = IndexServer(directory).start()
+    yield directory, server
+    server.stop()
+
+
+def _ensure_app(repo: Path, server: IndexServer) -> subprocess.CompletedProcess[str]:
+    return run("ensure", "app==1.0", "--repo", repo, "--json", "--no-index", "--find-links", server.url)
+
+
+def test_a_tree_comes_back_with_the_closure_it_had(
+    tmp_path: Path, changing: tuple[Path, IndexServer], installer: str
+) -> None:
+    directory, server = changing
+    repo = tmp_path / "repo"
+    first = _ensure_app(repo, server)
+    assert first.returncode == 0, first.stderr
+    tree = Path(document(first.stdout)["packages"][0]["path"])
+    assert import_version(tree, "dep") == "1.0"
+    make_wheel(directory, "dep", "1.1")  # a newer dependency appears: a fresh resolution would take it
+    # Removed, then ensured again: the same closure.
+    assert run("remove", "app==1.0", "--repo", repo).returncode == 0
+    again = _ensure_app(repo, server)
+    assert again.returncode == 0, again.stderr
+    assert actions(again.stdout) == ["installed"]
+    assert import_version(tree, "dep") == "1.0"
+    # Collected by gc, then ensured again: the same.
+    assert run("gc", "--unused-for", "0", "--repo", repo).returncode == 0
+    assert not tree.exists()
+    assert _ensure_app(repo, server).returncode == 0
+    assert import_version(tree, "dep") == "1.0"
+    # Damaged and repaired: the same.
+    module = tree / "dep" / "__init__.py"
+    module.chmod(0o644)
+    module.write_text("broken = True\n")
+    repaired = run("verify", "--all", "--repair", "--repo", repo, "--no-index", "--find-links", server.url)
+    assert repaired.returncode == 0, repaired.stderr
+    assert import_version(tree, "dep") == "1.0"
+    # A tree nobody installed here before resolves as always: the newest dep.
+    other = run("ensure", "dep>=1", "--repo", repo, "--json", "--no-index", "--find-links", server.url, "--refresh")
+    assert document(other.stdout)["packages"][0]["version"] == "1.1"
+
+
+def test_an_artifact_no_longer_there_is_one_line_and_publishes_nothing(
+    tmp_path: Path, changing: tuple[Path, IndexServer], installer: str
+) -> None:
+    directory, server = changing
+    repo = tmp_path / "repo"
+    assert _ensure_app(repo, server).returncode == 0
+    assert run("remove", "app==1.0", "--repo", repo).returncode == 0
+    (directory / "dep-1.0-py3-none-any.whl").unlink()
+    make_wheel(directory, "dep", "1.1")
+    done = run("ensure", "app==1.0", "--repo", repo, "--no-index", "--find-links", server.url)
+    assert done.returncode == 1, done.stderr
+    error = done.stderr.splitlines()[-1]
+    assert error.startswith("repoinstall: error: app==1.0: ") and "dep-1.0-py3-none-any.whl" in error, done.stderr
+    assert "no longer available" in error, error
+    assert done.stderr.count("\n") == 2, done.stderr  # "installing ..." and the error
+    assert not list((repo / "trees").glob("*/app/*"))
+
+
+def test_an_export_installs_the_same_bytes_with_pip_uv_and_repoinstall(tmp_path: Path, served: IndexServer) -> None:
+    repo = tmp_path / "repo"
+    done = run("ensure", "app==1.0", "lone==1.0", "--repo", repo, "--json", "--no-index", "--find-links", served.url)
+    assert done.returncode == 0, done.stderr
+    trees = [Path(p["path"]) for p in document(done.stdout)["packages"]]
+    exported = tmp_path / "pylock.team.toml"
+    made = run("export", "app==1.0", "lone==1.0", "--repo", repo, "-o", exported)
+    assert made.returncode == 0, made.stderr
+    text = exported.read_text()
+    assert 'created-by = "repoinstall"' in text and text.count("[[packages]]") == 3
+    # The same file on stdout.
+    assert run("export", "app==1.0", "lone==1.0", "--repo", repo).stdout == text
+
+    def records(tree: Path) -> dict[str, str]:
+        # Every file that came from an artifact, with its RECORD hash. Not the installer's own notes (INSTALLER,
+        # REQUESTED, direct_url.json), bytecode (compiled on install) or console scripts (written for the
+        # interpreter that installs them): they say how, not what, was installed.
+        rows = {}
+        for record in tree.glob("*.dist-info/RECORD"):
+            for line in record.read_text().splitlines():
+                path, digest, _ = line.rsplit(",", 2)
+                own = path.rsplit("/", 1)[-1] in ("INSTALLER", "REQUESTED", "direct_url.json")
+                if digest and "__pycache__" not in path and "bin/" not in path and not own:
+                    rows[path] = digest
+        return rows
+
+    in_trees: dict[str, str] = {}
+    for tree in trees:
+        in_trees.update(records(tree))
+    by_pip = tmp_path / "by-pip"
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--target", str(by_pip), "-r", str(exported)],
+        env=isolated_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pip.returncode == 0, pip.stderr
+    by_uv = tmp_path / "by-uv"
+    uv = subprocess.run(
+        ["uv", "pip", "install", "--target", str(by_uv), "--python", sys.executable, "-r", str(exported)],
+        env=isolated_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert uv.returncode == 0, uv.stderr
+    assert records(by_pip) == in_trees
+    assert records(by_uv) == in_trees
+    # repoinstall ensure -r of it: one tree holding the same distributions, installed from the same bytes (and
+    # its own metapackage, which says what it was installed from).
+    locked = run("ensure", "-r", exported, "--repo", repo, "--json")
+    assert locked.returncode == 0, locked.stderr
+    [package] = document(locked.stdout)["packages"]
+    own = package["name"].replace("-", "_") + "-1.dist-info/"
+    assert {k: v for k, v in records(Path(package["path"])).items() if not k.startswith(own)} == in_trees
+
+
+def test_an_export_of_a_locked_tree_is_that_same_tree(tmp_path: Path, served: IndexServer) -> None:
+    lock = pip_lock(served, tmp_path / "pylock.toml", "app==1.0")
+    repo = tmp_path / "repo"
+    first = ensure(repo, "-r", lock)
+    exported = tmp_path / "pylock.again.toml"
+    assert run("export", "-r", lock, "--repo", repo, "-o", exported).returncode == 0
+    again = ensure(repo, "-r", exported)
+    assert actions(again.stdout) == ["present"]
+    assert document(again.stdout)["packages"][0]["path"] == document(first.stdout)["packages"][0]["path"]
+
+
+def test_export_refuses_what_is_not_one_lock(tmp_path: Path, served: IndexServer) -> None:
+    repo = tmp_path / "repo"
+    assert run("ensure", "lone==1.0", "--repo", repo, "--no-index", "--find-links", served.url).returncode == 0
+    missing = run("export", "app==1.0", "--repo", repo)
+    assert missing.returncode == 1 and "not installed" in missing.stderr, missing.stderr
+    named = run("export", "lone==1.0", "--repo", repo, "-o", tmp_path / "lock.toml")
+    assert named.returncode == 2 and "pylock.toml or pylock.<name>.toml" in named.stderr, named.stderr
+    assert not (tmp_path / "lock.toml").exists()

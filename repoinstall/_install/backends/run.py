@@ -81,7 +81,8 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
     left = deadline - time.monotonic()
     if left <= 0:
         raise InstallError(f"{what}: {chosen.name} did not finish within {options.timeout:g}s (see --install-timeout)")
-    run(command, env, left, what, chosen.name, limit=options.timeout, announce=first is None)
+    pinned = bool(requested.locked)
+    run(command, env, left, what, chosen.name, limit=options.timeout, announce=first is None, pinned=pinned)
     chosen.settle(target)
     artifacts = chosen.closure(target, requested, scratch)
     if requested.locked:
@@ -108,6 +109,7 @@ def run(
     *,
     limit: float | None = None,
     announce: bool = True,
+    pinned: bool = False,
 ) -> None:
     """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure.
     With ``-v``, its command line and its whole output are logged (credentials in URLs hidden).
@@ -154,6 +156,8 @@ def run(
     if proc.returncode != 0:
         if (mismatch := hash_mismatch(output)) is not None:
             raise InstallError(f"{what}: {mismatch}")  # one line: which artifact, and both hashes
+        if pinned and (gone := unavailable(output)) is not None:
+            raise InstallError(f"{what}: {gone}")  # one line: which artifact of the pinned closure is gone
         lines = [line for line in output.splitlines() if line.strip()]
         tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
         if "No space left on device" in output:
@@ -192,3 +196,25 @@ def _mismatch_line(artifact: str, following: list[str]) -> str:
     if len(digests) >= 2:
         return f"hash mismatch for {artifact}: expected {digests[0]}, downloaded {digests[-1]}"
     return f"hash mismatch for {artifact}"
+
+
+#: How pip and uv say that a file they were sent to fetch is not there.
+_GONE = (
+    re.compile(r"HTTP error (?P<code>\d+) while getting (?P<where>\S+)"),  # pip
+    re.compile(r"No such file or directory: '(?P<where>[^']+)'"),  # pip, a file:// URL
+    re.compile(r"No matching distribution found for (?P<where>\S+)"),  # pip, a pin looked up on the index
+    re.compile(r"Failed to fetch: (?P<where>\S+)(?:\s+cause: HTTP status client error \((?P<code>\d+))?", re.S),
+    re.compile(r"(?:not found at|No such file or directory[^:]*): (?P<where>\S+)"),  # uv, a file
+    re.compile(r"Because (?P<where>\S+) was not found in the provided package locations"),  # uv, on the index
+)
+
+
+def unavailable(output: str) -> str | None:
+    """For an install of pinned artifacts (a lock, a kept closure): the one line naming the artifact that is no
+    longer where it was, from pip's or uv's output; ``None`` if the installer failed for another reason."""
+    for pattern in _GONE:
+        if (found := pattern.search(output)) is not None:
+            code = found.groupdict().get("code")
+            where = found.group("where").rstrip(".,:")
+            return f"artifact no longer available: {where}" + (f" (HTTP {code})" if code else "")
+    return None
