@@ -7,7 +7,10 @@ microseconds per requested package and warm CLI milliseconds; then the warm CLI 
 ``python -c "import typer"``: both times, their ratio beside its goal and the ratio measured before the last
 speed-up, and how many modules each imported; plus which heavy modules the warm CLI imported.
 Targets: <= 50 us per package; the 10,000-tree repo within 1.5x of the 10-tree one; warm CLI within 1.3x of
-the typer import, with nothing from httpx, filelock or pip imported.
+the typer import, with nothing from httpx, filelock or pip imported. Then a lock file of 50 packages (a
+pylock.toml as uv writes one: an sdist and 21 wheels each) whose tree is installed: API microseconds per locked
+package for ``Repo.ensure_lock`` (target <= 50), and the warm CLI's ``ensure -r pylock.toml`` beside ``ensure``
+of 10 specs.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from pathlib import Path
 from packaging.version import Version
 
 from repoinstall import Repo
+from repoinstall._install.locked import request
+from repoinstall._lockfile.read import read_lock
 from repoinstall._store.dists import Dist
 from repoinstall._store.identity import TreeId, environment_tag
 from repoinstall._store.layout import Layout
@@ -46,6 +51,41 @@ def populate(root: Path, count: int) -> list[str]:
         specs.append(tid.pin)
     layout.close()
     return specs
+
+
+#: Packages in the lock of the lock figures.
+LOCKED = 50
+
+
+def populate_lock(root: Path, lock_file: Path) -> None:
+    """A lock of LOCKED packages and its tree, installed (synthetic: its metapackage's METADATA and record, which is
+    all the warm path reads)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+    from locks import uv_like_pylock
+
+    lock_file.write_text(uv_like_pylock(LOCKED))
+    requested = request(read_lock(str(lock_file)))
+    layout = Layout(root)
+    tid = TreeId(environment_tag(), requested.name, Version("1"))
+    dist_info = f"{tid.name.replace('-', '_')}-1.dist-info"
+    tree = Path(layout.tree_path(tid)) / dist_info
+    tree.mkdir(parents=True)
+    (tree / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {tid.name}\nVersion: 1\n\n")
+    dists = [Dist(dist_info, tid.name, "1")]
+    write(layout, tid, TreeEntry.new(tid, str(lock_file), dist_info, dists, "pip", "bench"))
+    layout.close()
+
+
+def lock_us_per_package(root: Path, lock_file: Path, rounds: int) -> float:
+    with Repo(root) as repo:
+        assert repo.ensure_lock(str(lock_file)).action == "present"
+        os.sync()
+        timings = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            repo.ensure_lock(str(lock_file))
+            timings.append((time.perf_counter() - started) / LOCKED * 1e6)
+    return statistics.median(timings)
 
 
 def api_us_per_package(root: Path, specs: list[str], rounds: int) -> float:
@@ -142,6 +182,20 @@ def main() -> None:
         )
 
         cli_beside_typer([*entry, "ensure", "-q", "--repo", str(small_root), *small_specs], rounds * 2)
+
+        lock_root, lock_file = Path(tmp, "locked"), Path(tmp, "pylock.toml")
+        populate_lock(lock_root, lock_file)
+        us = lock_us_per_package(lock_root, lock_file, rounds * 10)
+        locked_ms, specs_ms = commands_ms(
+            [
+                [*entry, "ensure", "-q", "--repo", str(lock_root), "-r", str(lock_file)],
+                [*entry, "ensure", "-q", "--repo", str(small_root), *small_specs[:10]],
+            ],
+            rounds,
+        )
+        print(f"\na lock of {LOCKED} packages ({lock_file.stat().st_size // 1024} KB, as uv writes one), installed:")
+        print(f"API Repo.ensure_lock: {us:.1f} us per locked package (target <= 50)")
+        print(f"warm CLI: ensure -r pylock.toml {locked_ms:.1f} ms; ensure of 10 specs {specs_ms:.1f} ms")
 
 
 if __name__ == "__main__":

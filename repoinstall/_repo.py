@@ -492,7 +492,7 @@ class Repo:
         # stale handle removes only what is still there to remove.
         return self._layout.retrying(collector.run)
 
-    def remove(self, specs: Iterable[Requested | str], *, dry_run: bool = False) -> list[Removed]:
+    def remove(self, specs: Iterable[Requested | str], *, dry_run: bool = False, forget: bool = False) -> list[Removed]:
         """Remove the trees ``specs`` name in this environment, as gc ``--unused-for`` removes unused ones: under
         each tree's lock, record first, then the tree renamed into trash/ and deleted there. ``name==version``
         names one tree; a bare name or a range every installed tree of that name (and those extras) it admits.
@@ -502,13 +502,14 @@ class Repo:
         directory, on its PYTHONPATH or command line, or a file of it open or mapped) or a symlink stands on its
         path: that tree is left whole, the others still go. A spec that names no installed tree is ``skipped``
         (with a warning), as pip's uninstall skips a package that is not installed. Every spec is parsed before
-        anything is removed."""
+        anything is removed. A removed tree's closure is kept, so ensuring it again installs the same
+        distributions from the same artifacts; ``forget`` drops it too, so the next install resolves afresh."""
         from ._ops.remove import remove_trees
 
         wanted = [_parsed(s) for s in specs]
         self._layout.existing_fd()
         with os_errors(self._layout.root, "remove"):
-            return remove_trees(self._layout, self.env, self.settings, wanted, dry_run=dry_run)
+            return remove_trees(self._layout, self.env, self.settings, wanted, dry_run=dry_run, forget=forget)
 
     def doctor(self) -> list[Finding]:
         """Probe the repo's filesystem for what repoinstall relies on."""

@@ -60,6 +60,20 @@ def ensure(repo: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
     return run("ensure", *args, "--repo", repo, "--json")
 
 
+def records(tree: Path) -> dict[str, str]:
+    # Every file that came from an artifact, with its RECORD hash. Not the installer's own notes (INSTALLER,
+    # REQUESTED, direct_url.json), bytecode (compiled on install) or console scripts (written for the
+    # interpreter that installs them): they say how, not what, was installed.
+    rows = {}
+    for record in tree.glob("*.dist-info/RECORD"):
+        for line in record.read_text().splitlines():
+            path, digest, _ = line.rsplit(",", 2)
+            own = path.rsplit("/", 1)[-1] in ("INSTALLER", "REQUESTED", "direct_url.json")
+            if digest and "__pycache__" not in path and "bin/" not in path and not own:
+                rows[path] = digest
+    return rows
+
+
 def dist_infos(tree: str | Path) -> list[str]:
     return sorted(p.name for p in Path(tree).iterdir() if p.name.endswith(".dist-info"))
 
@@ -305,9 +319,10 @@ def test_a_tree_comes_back_with_the_closure_it_had(
     repaired = run("verify", "--all", "--repair", "--repo", repo, "--no-index", "--find-links", server.url)
     assert repaired.returncode == 0, repaired.stderr
     assert import_version(tree, "dep") == "1.0"
-    # A tree nobody installed here before resolves as always: the newest dep.
-    other = run("ensure", "dep>=1", "--repo", repo, "--json", "--no-index", "--find-links", server.url, "--refresh")
-    assert document(other.stdout)["packages"][0]["version"] == "1.1"
+    # Removed and forgotten: the next install resolves afresh, and takes the newer dep.
+    assert run("remove", "app==1.0", "--forget", "--repo", repo).returncode == 0
+    assert _ensure_app(repo, server).returncode == 0
+    assert import_version(tree, "dep") == "1.1"
 
 
 def test_an_artifact_no_longer_there_is_one_line_and_publishes_nothing(
@@ -340,19 +355,6 @@ def test_an_export_installs_the_same_bytes_with_pip_uv_and_repoinstall(tmp_path:
     assert 'created-by = "repoinstall"' in text and text.count("[[packages]]") == 3
     # The same file on stdout.
     assert run("export", "app==1.0", "lone==1.0", "--repo", repo).stdout == text
-
-    def records(tree: Path) -> dict[str, str]:
-        # Every file that came from an artifact, with its RECORD hash. Not the installer's own notes (INSTALLER,
-        # REQUESTED, direct_url.json), bytecode (compiled on install) or console scripts (written for the
-        # interpreter that installs them): they say how, not what, was installed.
-        rows = {}
-        for record in tree.glob("*.dist-info/RECORD"):
-            for line in record.read_text().splitlines():
-                path, digest, _ = line.rsplit(",", 2)
-                own = path.rsplit("/", 1)[-1] in ("INSTALLER", "REQUESTED", "direct_url.json")
-                if digest and "__pycache__" not in path and "bin/" not in path and not own:
-                    rows[path] = digest
-        return rows
 
     in_trees: dict[str, str] = {}
     for tree in trees:
@@ -395,6 +397,10 @@ def test_an_export_of_a_locked_tree_is_that_same_tree(tmp_path: Path, served: In
     again = ensure(repo, "-r", exported)
     assert actions(again.stdout) == ["present"]
     assert document(again.stdout)["packages"][0]["path"] == document(first.stdout)["packages"][0]["path"]
+    # remove -r names the lock's tree too.
+    removed = run("remove", "-r", lock, "--repo", repo)
+    assert removed.returncode == 0, removed.stderr
+    assert not Path(document(first.stdout)["packages"][0]["path"]).exists()
 
 
 def test_export_refuses_what_is_not_one_lock(tmp_path: Path, served: IndexServer) -> None:
@@ -405,3 +411,32 @@ def test_export_refuses_what_is_not_one_lock(tmp_path: Path, served: IndexServer
     named = run("export", "lone==1.0", "--repo", repo, "-o", tmp_path / "lock.toml")
     assert named.returncode == 2 and "pylock.toml or pylock.<name>.toml" in named.stderr, named.stderr
     assert not (tmp_path / "lock.toml").exists()
+
+
+@pytest.mark.parametrize("tool", ["pip lock", "uv pip compile"])
+def test_a_tools_lock_installs_what_pip_installs_from_it(tmp_path: Path, served: IndexServer, tool: str) -> None:
+    # The same file, through repoinstall and through a plain pip install: the same distributions, same bytes.
+    if tool == "pip lock":
+        lock = pip_lock(served, tmp_path / "pylock.toml", "app==1.0", "lone==1.0")
+    else:
+        lock = uv_compile(served, tmp_path / "pylock.toml", "app==1.0", "lone==1.0")
+    done = ensure(tmp_path / "repo", "-r", lock)
+    assert done.returncode == 0, done.stderr
+    [package] = document(done.stdout)["packages"]
+    own = package["name"].replace("-", "_") + "-1.dist-info/"
+    ours = {k: v for k, v in records(Path(package["path"])).items() if not k.startswith(own)}
+    target = tmp_path / "plain"
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--target", str(target), "-r", str(lock)],
+        env=isolated_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pip.returncode == 0, pip.stderr
+    assert ours == records(target)
+    assert sorted(p.name for p in target.glob("*.dist-info")) == [
+        "app-1.0.dist-info",
+        "dep-1.0.dist-info",
+        "lone-1.0.dist-info",
+    ]

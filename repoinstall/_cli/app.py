@@ -407,7 +407,18 @@ def gc(
 
 @app.command(epilog=EXIT_CODES, short_help="Remove the installed trees SPECs name (record first, as gc).")
 @takes(*OUTPUT, "dry_run", "no_lock", "stale_after", "heartbeat")
-def remove(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
+def remove(
+    specs: SpecsArg = None,
+    requirement: ReqOpt = None,
+    forget: Annotated[
+        bool,
+        typer.Option(
+            "--forget", help="Also drop each tree's kept closure: its next install resolves afresh (newer deps)."
+        ),
+    ] = False,
+    *,
+    opts: Options,
+) -> None:
     """Remove the installed trees SPECs name, as gc removes unused ones: under each tree's lock, record first,
     then the tree renamed into trash/ and deleted there.
 
@@ -419,15 +430,13 @@ def remove(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
     """
     _use_json(opts)
     _configure_log(opts)
-    from .._requirements import collect
-
     if not specs and not requirement:
         _fail("nothing to remove: give SPEC arguments or -r FILE", 2)
     try:
-        wanted = collect(specs or [], requirement or [])
+        wanted = _collect(specs or [], requirement or [], require_hashes=False)
         path = repo_path(opts, announce=False)
         with Repo(path, lock=not opts.no_lock, stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
-            outcomes = store.remove(wanted, dry_run=opts.dry_run)
+            outcomes = store.remove(wanted, dry_run=opts.dry_run, forget=forget)
             root, env = store.path, store.env
     except RepoinstallError as error:
         _fail(error)

@@ -52,9 +52,16 @@ class Removed(NamedTuple):
 
 
 def remove_trees(
-    layout: Layout, env: str, settings: LockSettings, specs: Iterable[Requested], *, dry_run: bool
+    layout: Layout,
+    env: str,
+    settings: LockSettings,
+    specs: Iterable[Requested],
+    *,
+    dry_run: bool,
+    forget: bool = False,
 ) -> list[Removed]:
-    """Remove every tree ``specs`` name (see the module), each at most once, in the order named."""
+    """Remove every tree ``specs`` name (see the module), each at most once, in the order named. ``forget``: drop
+    each removed tree's kept closure too, so its next install resolves afresh (see ``_store.closures``)."""
     collector = Collector(layout, env, settings, older_than=0.0, unused_for=None, dry_run=dry_run)
     collector.prepare("no tree can be removed")
     # Markers first: one that cannot be evaluated is bad input (exit 2) before anything is removed.
@@ -74,7 +81,12 @@ def remove_trees(
         for tid in named:
             if (tid.env, tid.name, tid.leaf) not in seen:  # one tree, however its version is spelled
                 seen.add((tid.env, tid.name, tid.leaf))
-                outcomes.append(layout.retrying(_remove_one, collector, requested, tid))
+                outcome = layout.retrying(_remove_one, collector, requested, tid)
+                if forget and outcome.action == "removed":
+                    from .._store import closures
+
+                    layout.retrying(closures.forget, layout, tid)
+                outcomes.append(outcome)
     return outcomes
 
 
