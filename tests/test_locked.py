@@ -206,8 +206,6 @@ def test_hashed_requirements_rules_as_pip_has_them(tmp_path: Path, served: Index
     assert done.returncode == 2 and "Hashes are required in --require-hashes mode" in done.stderr, done.stderr
     done = run("ensure", "lone==1.0", "--require-hashes", "--repo", repo)
     assert done.returncode == 2 and "--require-hashes" in done.stderr, done.stderr
-    done = run("ensure", "-r", hashed, "--require-hashes", "--together", "--repo", repo)
-    assert done.returncode == 2 and "--together" in done.stderr, done.stderr
     assert not repo.exists()
     done = run(
         "ensure", "-r", hashed, "--require-hashes", "--repo", repo, "--json", "--no-index", "--find-links", served.url
@@ -440,3 +438,14 @@ def test_a_tools_lock_installs_what_pip_installs_from_it(tmp_path: Path, served:
         "dep-1.0.dist-info",
         "lone-1.0.dist-info",
     ]
+
+
+def test_together_sets_the_specs_and_leaves_a_lock_as_it_is(tmp_path: Path, served: IndexServer) -> None:
+    lock = pip_lock(served, tmp_path / "pylock.toml", "lone==1.0")
+    done = run(
+        "ensure", "app==1.0", "dep==1.0", "-r", lock, "--together", "--repo", tmp_path / "repo", "--json",
+        "--no-index", "--find-links", served.url,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    names = sorted(p["name"].split("-")[0] for p in document(done.stdout)["packages"])
+    assert names == ["locked", "together"]

@@ -114,8 +114,6 @@ def _ensure_cli(
         wanted = _collect(specs or [], requirement or [], require_hashes=opts.require_hashes)
     except RepoinstallError as error:
         _fail(error)
-    if opts.together and any(one.locked for one in wanted):
-        _fail("--together: a lock file is one tree already, its packages exactly as locked; drop --together", 2)
     progress = None
     if sys.stderr.isatty() and not silent:
         from .progress import Progress
@@ -124,10 +122,13 @@ def _ensure_cli(
     try:
         path = repo_path(opts, announce=not silent)
         with Repo(path, on_event=progress, **opts.repo_settings()) as store:
-            if opts.together and len(wanted) > 1:
-                outcomes = [_together(store, wanted)]
+            # A lock file is one tree already, exactly as locked: --together sets the other specs only.
+            plain = [one for one in wanted if not one.locked]
+            if opts.together and len(plain) > 1:
+                locks = [one for one in wanted if one.locked]
+                outcomes = [_together(store, plain), *store.ensure_all(locks, return_exceptions=True)]
                 # One outcome for the set: what was asked, as one entry, is every spec.
-                wanted = [wanted[0]._replace(text=" ".join(one.text for one in wanted))]
+                wanted = [plain[0]._replace(text=" ".join(one.text for one in plain)), *locks]
             else:
                 outcomes = store.ensure_all(wanted, return_exceptions=True)
     except RepoinstallError as error:
