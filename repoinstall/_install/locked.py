@@ -1,6 +1,7 @@
 """A lock file's packages as one tree (``ensure -r pylock.toml``, ``-r`` of a fully hashed requirements file,
 :meth:`Repo.ensure_lock`): exactly the artifacts the lock names for this environment, every one hash-checked,
-nothing resolved and no dependency added (``--no-deps``).
+nothing resolved and no dependency added (``--no-deps``). Any other tree installed here before comes back the
+same way, from its kept closure (:func:`pinned`, :mod:`repoinstall._store.closures`).
 
 The lock becomes a local metapackage, ``locked-<16 hex of the lock's key>`` version 1, as a set installed
 together does (``_install.together``): its wheel holds a ``Requires-Dist`` pin per package and ``lock.json``, the
@@ -102,9 +103,21 @@ def _metapackage(tid: TreeId, requested: Requested) -> tuple[str, bytes]:
 
     if is_set(tid.name):
         return wheel(tid, requested.members)
-    document = {"members": list(requested.members), "lines": list(requested.locked)}
+    # Kept in the tree, which every pod reads: URLs without credentials (pip then finds them as for any URL on the
+    # index's host: the index URL's own, ~/.netrc, a keyring).
+    document = {"members": list(requested.members), "lines": [_public(line) for line in requested.locked]}
     extra = {LOCK_JSON: (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()}
     return wheel(tid, requested.members, summary="a lock file's packages, installed by repoinstall", files=extra)
+
+
+def _public(line: str) -> str:
+    from .._urls import without_credentials
+
+    head, at, rest = line.partition(" @ ")
+    if not at:
+        return line
+    url, space, hashes = rest.partition(" ")
+    return f"{head} @ {without_credentials(url) or url}{space}{hashes}"
 
 
 def check_members(tid: TreeId, expected: Sequence[str], dists: Sequence[Dist]) -> None:
@@ -139,7 +152,7 @@ def _normal(version: str) -> str:
 
 def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
     """What the lock tree ``tid`` was installed from, for reinstalling it exactly: its metapackage's ``lock.json``
-    (covered by its RECORD, so verify vouches for it)."""
+    (covered by its RECORD, so verify vouches for it), or, when that is damaged, its record's closure."""
     path = (*layout.tree_dir(tid), tid.leaf, dist_info_name(tid.name, tid.version_text), LOCK_JSON)
     data = _fs.read_file(layout.existing_fd(), path)
     try:
@@ -149,9 +162,16 @@ def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
             return _request(tid, source, tuple(lines), tuple(members))
     except (ValueError, KeyError, TypeError):
         pass
+    from .._store import closures
+    from .._store.manifest import read
+
+    record = read(layout, tid)
+    closure = None if record is None else closures.of_record(tid, record)
+    if closure is not None:
+        return _request(tid, source, closure.lines, closure.members)
     raise InstallError(
-        f"{tid}: its {LOCK_JSON} does not say what it was installed from ({os.path.join(*path)}); ensure the lock "
-        "file again"
+        f"{tid}: neither its {LOCK_JSON} ({os.path.join(*path)}) nor its record says what it was installed from; "
+        "ensure the lock file again"
     )
 
 
