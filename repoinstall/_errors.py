@@ -35,6 +35,11 @@ class InstallError(RepoinstallError):
     """pip failed, the staged tree did not verify, or the repo ran out of space (exit 1)."""
 
 
+class ArtifactGone(InstallError):
+    """An artifact a pinned install names (a lock file's, a tree's kept closure's) is no longer where it was
+    (exit 1)."""
+
+
 class Interrupted(RepoinstallError):
     """An install stopped because its caller or the process is being interrupted (SIGTERM, Ctrl-C): its installer
     was killed (or never started), its staging dir removed and its lock released (exit 130)."""

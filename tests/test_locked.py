@@ -336,9 +336,15 @@ def test_an_artifact_no_longer_there_is_one_line_and_publishes_nothing(
     assert done.returncode == 1, done.stderr
     error = done.stderr.splitlines()[-1]
     assert error.startswith("repoinstall: error: app==1.0: ") and "dep-1.0-py3-none-any.whl" in error, done.stderr
-    assert "no longer available" in error, error
+    assert "no longer available" in error and "`repoinstall remove app==1.0 --forget`" in error, error
     assert done.stderr.count("\n") == 2, done.stderr  # "installing ..." and the error
     assert not list((repo / "trees").glob("*/app/*"))
+    # As it says: with its closure forgotten, the next install resolves afresh (and takes dep 1.1).
+    forgot = run("remove", "app==1.0", "--forget", "--repo", repo)
+    assert forgot.returncode == 0 and "not installed" in forgot.stderr, forgot.stderr
+    again = _ensure_app(repo, server)
+    assert again.returncode == 0, again.stderr
+    assert import_version(document(again.stdout)["packages"][0]["path"], "dep") == "1.1"
 
 
 def test_an_export_installs_the_same_bytes_with_pip_uv_and_repoinstall(tmp_path: Path, served: IndexServer) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _log, _stop
-from .._errors import InstallError
+from .._errors import ArtifactGone, InstallError
 from .._options import InstallOptions
 from .._store import manifest as _manifest
 from .._store.check import Appeared, State, check, in_use, missing, present
@@ -71,6 +71,7 @@ def ensure_tree(
             # 5. Install: the installer writes only into the staging dir (its TMPDIR too). A set installed
             #    together is its metapackage's wheel, written to the installer's scratch dir. A lock file's tree,
             #    and a tree installed here before (its kept closure), are exactly their artifacts, hash-checked.
+            installing_from = requested
             try:
                 installing_from, expected = pinned(layout, requested, tid)
                 if installing_from.locked:
@@ -87,11 +88,17 @@ def ensure_tree(
                 #    pinned tree holds exactly the distributions it was pinned to).
                 entry = staging.verified_entry(requested, built, expected)
                 size = staging.size()
-            except InstallError:
+            except InstallError as error:
                 # An installer (or a check) that failed because our staging dir was taken from under it is no
                 # verdict on the package: ESTALE, and the protocol runs again in a new staging dir.
                 if staging.lost():
                     raise staging.lost_error() from None
+                if isinstance(error, ArtifactGone) and installing_from is not requested:
+                    # Pinned by the tree's kept closure, not by a lock the user gave: say how to resolve afresh.
+                    raise ArtifactGone(
+                        f"{error}; this tree's kept closure names it: `repoinstall remove {tid} --forget` lets the "
+                        "next install resolve afresh"
+                    ) from None
                 raise
             # 7. Publish: the rename is the commit point; it never replaces what is there. After a lost lease
             #    a peer may be publishing this very tree: if anything is at its path, theirs stands.

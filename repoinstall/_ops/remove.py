@@ -77,7 +77,14 @@ def remove_trees(
         if not named:
             # As pip uninstall: "Skipping X as it is not installed", and the others go on (exit 0).
             _log.logger().warning("skipping %s: not installed in %s (%s)", requested.text, layout.root, env)
-            outcomes.append(Removed(requested.text, "", env, None, "skipped", "not installed"))
+            reason = "not installed"
+            if forget and (version := requested.pinned_version()) is not None and not dry_run:
+                # Its kept closure may be what fails its install (an artifact gone): let it resolve afresh.
+                from .._store import closures
+
+                layout.retrying(closures.forget, layout, TreeId(env, requested.name, version, requested.extras))
+                reason = "not installed; its kept closure, if any, dropped"
+            outcomes.append(Removed(requested.text, "", env, None, "skipped", reason))
         for tid in named:
             if (tid.env, tid.name, tid.leaf) not in seen:  # one tree, however its version is spelled
                 seen.add((tid.env, tid.name, tid.leaf))

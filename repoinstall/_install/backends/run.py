@@ -14,7 +14,7 @@ import time
 from typing import NamedTuple, Protocol
 
 from ... import _stop
-from ..._errors import InstallError, Interrupted
+from ..._errors import ArtifactGone, InstallError, Interrupted
 from ..._options import InstallOptions
 from ..._requirements import Requested
 from ..._store.manifest import Artifact
@@ -157,7 +157,7 @@ def run(
         if (mismatch := hash_mismatch(output)) is not None:
             raise InstallError(f"{what}: {mismatch}")  # one line: which artifact, and both hashes
         if pinned and (gone := unavailable(output)) is not None:
-            raise InstallError(f"{what}: {gone}")  # one line: which artifact of the pinned closure is gone
+            raise ArtifactGone(f"{what}: {gone}")  # one line: which artifact of the pinned closure is gone
         lines = [line for line in output.splitlines() if line.strip()]
         tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
         if "No space left on device" in output:
