@@ -110,6 +110,7 @@ LAYERS = [
     # installs and the worker threads that stop as one
     {"_errors", "_results", "_options", "_log", "_urls", "_textfile", "_pipconfig", "_stop", "_batch"},
     {"_store"},  # the repo on disk: layout, fs, identity, manifest, the check, locks
+    {"_dstore"},  # the store of distributions, trees composed from it
     {"_requirements"},  # specs, bounded by the store's tree names
     {"_lockfile"},  # what a lock file installs here (a pure reader)
     {"_index", "_install"},  # asking an index; making a tree exist (neither imports the other)

@@ -1,0 +1,81 @@
+"""A tree composed of stored distributions: one directory to put on sys.path, made of hard links.
+
+Every file of every distribution is linked into the tree's staging dir at its own relative path; directories
+are made, never linked. A stored file and its links are one inode, so the bytes are on disk once however many
+trees hold them, and the tree's RECORD hashes are the store's. Where the filesystem refuses a link (no hard links
+at all, another device, too many links, or ``fs.protected_hardlinks`` refusing a link to another UID's file this
+one may not write), that file is copied instead and counted: the tree is the same, it only costs its bytes.
+
+Two distributions that write one path cannot be one tree: the second is refused with one line naming both,
+before the tree is published (it is composed in a private staging dir, published by rename like any tree).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from .._errors import InstallError
+from .._store import walk as _walk
+
+#: What ``link()`` answers where a copy has to do: links unsupported (EPERM on many FUSE filesystems, EOPNOTSUPP),
+#: another filesystem (EXDEV), the inode's link count at its maximum (EMLINK), or fs.protected_hardlinks (EPERM).
+_NO_LINK = frozenset({errno.EPERM, errno.EXDEV, errno.EMLINK, errno.EOPNOTSUPP, errno.EACCES})
+
+
+class Composed(NamedTuple):
+    """What composing a tree took: files linked, files copied (where links were refused), bytes copied."""
+
+    linked: int
+    copied: int
+    copied_bytes: int
+
+
+def compose(tree: str, dists: Sequence[tuple[str, str]]) -> Composed:
+    """Fill the empty dir ``tree`` with the files of ``dists`` (each ``(what it is, its stored dir)``);
+    :class:`InstallError` naming both when two write one path (nothing is published from a refused tree)."""
+    written: dict[str, str] = {}
+    linked = copied = copied_bytes = 0
+    for what, stored in dists:
+        fd = os.open(stored, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            for entry in _walk.walk(fd):
+                if entry.kind not in (_walk.FILE, _walk.LINK):
+                    raise InstallError(f"{what}: {entry.path} in the store is not a file")
+                first = written.setdefault(entry.path, what)
+                if first != what:
+                    raise InstallError(f"{first} and {what} both write {entry.path}: one tree cannot hold both")
+                source, target = os.path.join(stored, entry.path), os.path.join(tree, entry.path)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                if entry.kind == _walk.LINK:
+                    os.symlink(os.readlink(source), target)  # a link the installer made, as it made it
+                    continue
+                try:
+                    os.link(source, target, follow_symlinks=False)
+                    linked += 1
+                except OSError as error:
+                    if error.errno not in _NO_LINK:
+                        raise
+                    shutil.copy2(source, target, follow_symlinks=False)
+                    copied += 1
+                    copied_bytes += os.stat(target, follow_symlinks=False).st_size
+        finally:
+            os.close(fd)
+    return Composed(linked, copied, copied_bytes)
+
+
+def read_only(top: str) -> None:
+    """Make every file below ``top`` read-only for everyone (0444 or 0555 for executables), so a tree's files,
+    links of the store's, can be changed by no worker. Directories stay writable by their owner: gc must be able
+    to take a tree or a stored distribution apart."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for entry in _walk.walk(fd):
+            if entry.kind == _walk.FILE:
+                mode = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False).st_mode
+                os.chmod(entry.name, 0o555 if mode & 0o111 else 0o444, dir_fd=entry.dir_fd)  # a regular file
+    finally:
+        os.close(fd)

@@ -1,0 +1,47 @@
+"""A stored distribution: (environment tag, canonical name, version, sha256 of the artifact installed)."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from packaging.version import Version
+
+from .._errors import InvalidRequirement
+from .._store.identity import TreeId, canonical_name, canonical_version
+
+#: The top of the store in a repo.
+STORE = "store"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+#: How much of the artifact's hash names its directory: 64 bits, so two artifacts of one version never meet.
+_SHOWN = 16
+
+
+class DistId(NamedTuple):
+    """One distribution as installed from one artifact for one environment: immutable, stored once per repo."""
+
+    env: str
+    name: str
+    version: Version
+    sha256: str
+
+    @classmethod
+    def of(cls, env: str, name: str, version: str, sha256: str) -> DistId:
+        """Checked as a tree's identity is (no path can be smuggled in through a name or version)."""
+        if not _SHA256.match(sha256):
+            raise InvalidRequirement(f"{name} {version}: {sha256!r} is not a sha256 hex digest")
+        # The same checks as a tree's: a canonical name, a version usable as a directory name.
+        tid = TreeId(env, canonical_name(name), Version(version))
+        return cls(tid.env, tid.name, tid.version, sha256)
+
+    @property
+    def leaf(self) -> str:
+        """Its directory's name: ``<canonical version>-<16 hex of the artifact's sha256>``."""
+        return f"{canonical_version(self.version)}-{self.sha256[:_SHOWN]}"
+
+    def parts(self) -> tuple[str, str, str, str]:
+        """Its path below the repo: ``store/<env>/<name>/<leaf>``."""
+        return (STORE, self.env, self.name, self.leaf)
+
+    def __str__(self) -> str:
+        return f"{self.name}=={self.version} (sha256:{self.sha256[:12]}...)"

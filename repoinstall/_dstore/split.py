@@ -1,0 +1,77 @@
+"""One installer run, one dir per distribution: split a ``--target`` dir by the distributions' RECORDs.
+
+An installer installs a batch of distributions in one run (``--no-deps``, hash-checked) into one private dir;
+each distribution's ``*.dist-info/RECORD`` lists every file it wrote (its bytecode too: both installers compile
+and record it). Each file is moved (a rename within the staging dir's filesystem: no byte is copied) into the
+dir of the one distribution that records it. A file two RECORDs list, or one no RECORD lists, is refused: the
+split would otherwise store a file under the wrong distribution, and every tree composed from it would be wrong.
+
+Everything here works below a private staging dir that nobody else writes; nothing is followed (a symlink the
+installer made is moved as a link).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from .._errors import InstallError
+from .._store import walk as _walk
+from .._store.dists import Dist, is_bytecode, record_rows, scan, tree_relative
+
+
+def owners(combined: str, dists: Sequence[Dist]) -> dict[str, Dist]:
+    """Each tree-relative path a RECORD lists, and the one distribution that lists it."""
+    owned: dict[str, Dist] = {}
+    for dist in dists:
+        rows = record_rows(combined, dist)
+        if rows is None:
+            raise InstallError(f"{dist.name} {dist.version}: its RECORD is missing or unreadable")
+        for row in rows:
+            relative = tree_relative(row[0]) if row else None
+            if relative is None:
+                continue
+            other = owned.setdefault(relative, dist)
+            if other is not dist:
+                raise InstallError(
+                    f"{other.name} {other.version} and {dist.name} {dist.version} both write {relative}: one tree "
+                    "cannot hold both"
+                )
+    return owned
+
+
+def split(combined: str, destination: str) -> dict[str, str]:
+    """Move every file of ``combined`` into ``destination/<dist-info name>/<its path>``; each distribution's dir,
+    by its dist-info's name. :class:`InstallError` for a file two distributions or none claim."""
+    dists = scan(combined)
+    if not dists:
+        raise InstallError(f"{combined}: the installer left no distribution")
+    owned = owners(combined, dists)
+    sources = {os.path.splitext(path)[0]: dist for path, dist in owned.items() if path.endswith(".py")}
+    moves: list[tuple[str, Dist]] = []
+    fd = os.open(combined, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for entry in _walk.walk(fd):
+            dist = owned.get(entry.path) or _bytecode_owner(entry.path, sources)
+            if dist is None:
+                raise InstallError(f"{entry.path}: written by the installer but listed in no RECORD")
+            moves.append((entry.path, dist))
+    finally:
+        os.close(fd)
+    made = {dist.dist_info: os.path.join(destination, dist.dist_info) for dist in dists}
+    for path in made.values():
+        os.makedirs(path)
+    for relative, dist in moves:
+        target = os.path.join(made[dist.dist_info], relative)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.rename(os.path.join(combined, relative), target)
+    return made
+
+
+def _bytecode_owner(path: str, sources: dict[str, Dist]) -> Dist | None:
+    """The distribution whose module an unrecorded ``__pycache__/<module>.<tag>.pyc`` was compiled from."""
+    if not is_bytecode(path):
+        return None
+    directory, name = os.path.split(os.path.dirname(path))[0], os.path.basename(path)
+    module = name.split(".", 1)[0]
+    return sources.get(os.path.join(directory, module) if directory else module)

@@ -1,0 +1,98 @@
+"""The store's parts on real installs: one pip run split by RECORD into one dir per distribution, and trees
+composed from those dirs by hard links (one inode per file, however many trees hold it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import isolated_env
+from wheels import make_wheel
+
+from repoinstall._dstore.compose import compose, read_only
+from repoinstall._dstore.identity import DistId
+from repoinstall._dstore.split import split
+from repoinstall._errors import InstallError, InvalidRequirement
+
+
+def pip_target(target: Path, *wheels: Path) -> None:
+    command = [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--compile", "--target"]
+    done = subprocess.run(
+        [*command, str(target), *map(str, wheels)], env=isolated_env(), capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("store-wheels")
+    return {
+        "alpha": make_wheel(directory, "alpha", "1.0", modules=2, scripts={"alpha-tool": "alpha:main"}),
+        "beta": make_wheel(directory, "beta", "2.0", modules=1),
+        "gamma": make_wheel(directory, "gamma", "1.0"),
+    }
+
+
+def test_one_run_is_split_into_one_dir_per_distribution(tmp_path: Path, wheels: dict[str, Path]) -> None:
+    combined = tmp_path / "combined"
+    pip_target(combined, *wheels.values())
+    made = split(str(combined), str(tmp_path / "split"))
+    assert sorted(made) == ["alpha-1.0.dist-info", "beta-2.0.dist-info", "gamma-1.0.dist-info"]
+    alpha = Path(made["alpha-1.0.dist-info"])
+    assert (alpha / "alpha" / "__init__.py").is_file() and (alpha / "bin" / "alpha-tool").is_file()
+    assert list((alpha / "alpha" / "__pycache__").glob("*.pyc"))  # its bytecode goes with it
+    assert not (alpha / "beta").exists()
+    assert not [p for p in combined.rglob("*") if p.is_file()]  # every file moved, none left behind
+
+
+def test_trees_composed_from_the_store_share_every_file(tmp_path: Path, wheels: dict[str, Path]) -> None:
+    combined = tmp_path / "combined"
+    pip_target(combined, *wheels.values())
+    made = split(str(combined), str(tmp_path / "store"))
+    for stored in made.values():
+        read_only(stored)
+    one, two = tmp_path / "one", tmp_path / "two"
+    first = compose(str(one), [("alpha", made["alpha-1.0.dist-info"]), ("beta", made["beta-2.0.dist-info"])])
+    compose(str(two), [("alpha", made["alpha-1.0.dist-info"]), ("gamma", made["gamma-1.0.dist-info"])])
+    assert first.copied == 0 and first.linked > 5
+    shared = one / "alpha" / "__init__.py"
+    assert shared.stat().st_ino == (two / "alpha" / "__init__.py").stat().st_ino
+    assert shared.stat().st_nlink == 3  # the store's, and two trees'
+    assert shared.stat().st_mode & 0o777 == 0o444
+    # Each tree is one dir to put on sys.path: both import as a --target install would.
+    code = "import alpha, beta; print(alpha.__file__)"
+    env = {**os.environ, "PYTHONPATH": str(one)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=False)
+    assert done.returncode == 0 and str(one) in done.stdout.decode(), done.stderr
+
+
+def test_two_distributions_that_write_one_path_are_refused(tmp_path: Path, wheels: dict[str, Path]) -> None:
+    # Two versions of alpha write the same files: one tree cannot hold both.
+    other = make_wheel(tmp_path, "alpha", "1.1")
+    stores = []
+    for index, wheel in enumerate((wheels["alpha"], other)):
+        combined = tmp_path / f"combined-{index}"
+        pip_target(combined, wheel)
+        stores.append(next(iter(split(str(combined), str(tmp_path / f"store-{index}")).values())))
+    with pytest.raises(InstallError, match=r"^alpha 1\.0 and alpha 1\.1 both write alpha/__init__\.py"):
+        compose(str(tmp_path / "tree"), [("alpha 1.0", stores[0]), ("alpha 1.1", stores[1])])
+
+
+def test_a_file_no_record_lists_is_refused(tmp_path: Path, wheels: dict[str, Path]) -> None:
+    combined = tmp_path / "combined"
+    pip_target(combined, wheels["gamma"])
+    (combined / "stray.txt").write_text("nobody's")
+    with pytest.raises(InstallError, match=r"stray\.txt: written by the installer but listed in no RECORD"):
+        split(str(combined), str(tmp_path / "store"))
+
+
+def test_a_stored_distribution_is_named_by_its_artifact() -> None:
+    dist = DistId.of("cp311-cp311-x", "Alpha_Pkg", "1.0.0", "ab" * 32)
+    assert dist.parts() == ("store", "cp311-cp311-x", "alpha-pkg", "1-abababababababab")
+    with pytest.raises(InvalidRequirement):
+        DistId.of("cp311-cp311-x", "../etc", "1.0", "ab" * 32)
+    with pytest.raises(InvalidRequirement):
+        DistId.of("cp311-cp311-x", "alpha", "1.0", "not-a-hash")
