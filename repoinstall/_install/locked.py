@@ -79,17 +79,14 @@ def _request(tid: TreeId, source: str, lines: tuple[str, ...], members: tuple[st
     return Requested(source, tid.name, (), tid.version, source=source, members=members, locked=lines)
 
 
-def requirements(tid: TreeId, requested: Requested, write: Callable[[str, bytes], str]) -> str:
-    """Write the metapackage's wheel and the requirements file that installs the lock with it; the file's path.
-
-    ``write(name, data)`` writes into the installer's scratch dir (no link followed) and returns the path. Every
-    line carries its hashes, the metapackage's too, so the installer runs with ``--require-hashes``."""
+def all_lines(tid: TreeId, requested: Requested, write: Callable[[str, bytes], str]) -> list[str]:
+    """The pinned install's lines, and for a set's or lock's tree its own metapackage's (written by ``write``)."""
     lines = list(requested.locked)
     if is_locked(tid.name) or is_set(tid.name):  # the tree's own metapackage, made here
         filename, data = _metapackage(tid, requested)
         path = write(filename, data)
         lines.append(f"{tid.name} @ {_file_url(path)} --hash=sha256:{hashlib.sha256(data).hexdigest()}")
-    return write("locked-requirements.txt", ("\n".join(lines) + "\n").encode())
+    return lines
 
 
 def _file_url(path: str) -> str:
@@ -209,21 +206,32 @@ def keep_closure(layout: Layout, tid: TreeId, entry: TreeEntry, *, pinned_before
 def artifacts_of(requested: Requested) -> tuple[Artifact, ...]:
     """The artifact each line of a pinned install names by one sha256 (and URL, if it has one): what the installer
     was made to take, whatever it reports."""
-    from .._lockfile.filenames import sdist_name, wheel_name
     from .._store.manifest import Artifact
     from .._urls import without_credentials
 
     found = []
     for line in requested.locked:
-        head, *hashes = line.split(" --hash=")
-        sha256 = [h.partition(":")[2] for h in hashes if h.startswith("sha256:")]
-        name, at, url = head.partition(" @ ")
-        if at:
-            filename = url.rsplit("/", 1)[-1]
-            parsed = wheel_name(filename)
-            version = str(parsed.version) if parsed is not None else str((sdist_name(filename) or ("", ""))[1])
-        else:
-            name, _, version = head.partition("==")
-        if len(sha256) == 1 and version:
-            found.append(Artifact(canonical_name(name), version, sha256[0], without_credentials(url) if at else ""))
+        parsed = line_artifact(line)
+        if parsed is not None:
+            name, version, sha256, url = parsed
+            found.append(Artifact(name, version, sha256, without_credentials(url) if url else ""))
     return tuple(found)
+
+
+def line_artifact(line: str) -> tuple[str, str, str, str] | None:
+    """(canonical name, version, sha256, URL or "") of a pinned line naming one artifact by one sha256; ``None``
+    if it names several (hashed requirements: the installer picks among them) or no version can be told."""
+    from .._lockfile.filenames import sdist_name, wheel_name
+
+    head, *hashes = line.split(" --hash=")
+    sha256 = [h.partition(":")[2] for h in hashes if h.startswith("sha256:")]
+    name, at, url = head.partition(" @ ")
+    if at:
+        filename = url.rsplit("/", 1)[-1]
+        wheel = wheel_name(filename)
+        version = str(wheel.version) if wheel is not None else str((sdist_name(filename) or ("", ""))[1])
+    else:
+        name, _, version = head.partition("==")
+    if len(sha256) != 1 or not version:
+        return None
+    return canonical_name(name), version, sha256[0], url if at else ""

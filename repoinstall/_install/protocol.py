@@ -39,9 +39,10 @@ def ensure_tree(
 ) -> Outcome:
     """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took."""
     from .backends.run import install
-    from .locked import keep_closure, pinned, requirements
+    from .locked import all_lines, keep_closure, pinned
     from .preflight import refuse_obstacles
     from .staging import Staging
+    from .stored import build, plan, store_installed
     from .together import wheel
 
     clock = locks.clock
@@ -74,15 +75,24 @@ def ensure_tree(
             installing_from = requested
             try:
                 installing_from, expected = pinned(layout, requested, tid)
-                if installing_from.locked:
-                    pin = requirements(tid, installing_from, staging.scratch_file)
-                elif requested.members:
-                    pin = staging.scratch_file(*wheel(tid, requested.members))
+                chosen = options or InstallOptions()
+                lines = all_lines(tid, installing_from, staging.scratch_file) if installing_from.locked else []
+                if lines and (planned := plan(tid.env, lines)) is not None:
+                    # Every artifact known by its hash: what the store lacks is installed, the tree composed.
+                    built = build(
+                        layout, chosen, tid, installing_from, planned, staging.target, staging.tmp,
+                        staging.scratch_file,
+                    )  # fmt: skip
                 else:
-                    pin = tid.pin
-                built = install(
-                    options or InstallOptions(), staging.target, installing_from, pin, staging.tmp, str(tid)
-                )
+                    if lines:
+                        pin = staging.scratch_file("locked-requirements.txt", ("\n".join(lines) + "\n").encode())
+                    elif requested.members:
+                        pin = staging.scratch_file(*wheel(tid, requested.members))
+                    else:
+                        pin = tid.pin
+                    built = install(chosen, staging.target, installing_from, pin, staging.tmp, str(tid))
+                    # Its distributions into the store, each once per repo; the tree composed of them.
+                    store_installed(layout, tid, staging.target, staging.tmp, built)
                 _stop.check()  # stopping: an installer that finished just now is not verified and published either
                 # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash (and a
                 #    pinned tree holds exactly the distributions it was pinned to).

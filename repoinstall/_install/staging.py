@@ -201,7 +201,7 @@ class Staging:
         path in staging/<env>, not through our descriptor: if gc has moved this dir into trash/ (and is deleting
         it there), the path is gone and the rename fails, instead of publishing a tree being deleted.
         """
-        from .publish import publish
+        from .._store.publish import publish
 
         root = self._layout.writable_fd()
         parent = _fs.open_dir(root, self.parts)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from repoinstall._install import publish as _publish
+from repoinstall._store import publish as _publish
 from repoinstall._store.dists import Dist
 from repoinstall._store.identity import TreeId
 from repoinstall._store.manifest import FORMAT, TreeEntry, parse, recorded_dists

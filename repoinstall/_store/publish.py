@@ -1,4 +1,4 @@
-"""Publishing a staged tree: one atomic rename of a directory, never over anything already there.
+"""Publishing a staged directory (a tree, a stored distribution): one atomic rename, never over anything there.
 
 **Invariant: the rename is the commit point; the lock only saves duplicate work.** A tree is visible at its
 final path whole or not at all, whoever holds (or lost, or never took) the lock.

@@ -1,0 +1,67 @@
+"""The store on disk: ``store/<env>/<name>/<version>-<sha16>/``, each a distribution installed once, read-only.
+
+A stored distribution is published like a tree: staged privately, checked (every file of its RECORD, and its
+dist-info naming it), then one rename that never replaces anything (the rename is the commit point; a lock only
+saves duplicate work). What is at a stored distribution's path is therefore whole, and, being named by its
+artifact's sha256, the same bytes whoever published it: a peer that published first is used as it is.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .._store import fs as _fs
+from .._store.dists import check_tree, scan
+from .._store.layout import Layout
+from .._store.publish import publish as _publish
+from .identity import DistId
+
+
+def path(layout: Layout, dist: DistId) -> str:
+    return layout.path(*dist.parts())
+
+
+def present(layout: Layout, dist: DistId) -> bool:
+    """Whether ``dist`` is stored: its dir is there with a dist-info naming it (its files are vouched for by the
+    publish that put it there, and checked again by verify)."""
+    root = layout.root_fd()
+    fd = None if root is None else _fs.open_dir(root, dist.parts())
+    if fd is None:
+        return False
+    try:
+        return any(d.name and d.version for d in scan(fd) if _named(d.name, d.version, dist))
+    finally:
+        os.close(fd)
+
+
+def _named(name: str, version: str, dist: DistId) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    from .._store.identity import canonical_name
+
+    try:
+        return canonical_name(name) == dist.name and Version(version) == dist.version
+    except InvalidVersion:
+        return False
+
+
+def check(staged: str, dist: DistId) -> str | None:
+    """Why the staged dir is not ``dist`` whole (``None`` if it is): its dist-info names it, its RECORD matches."""
+    found = scan(staged)
+    if not any(_named(d.name, d.version, dist) for d in found) or len(found) != 1:
+        return f"{dist}: the staged dir holds {', '.join(d.dist_info for d in found) or 'no dist-info'}"
+    problems = check_tree(staged, found)
+    return f"{dist}: {problems.summary()}" if problems else None
+
+
+def publish(layout: Layout, dist: DistId, staged: str) -> bool:
+    """Rename ``staged`` to ``dist``'s path: ``True`` if ours is published, ``False`` if a peer's is there (the
+    same artifact's files: use theirs)."""
+    root = layout.writable_fd()
+    parent = _fs.make_dirs(root, dist.parts()[:-1], layout.root)
+    source = os.open(os.path.dirname(staged), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        return _publish(source, os.path.basename(staged), parent, dist.leaf)
+    finally:
+        os.close(source)
+        os.close(parent)
