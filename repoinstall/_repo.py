@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ._ops.remove import Removed
     from ._ops.verify import TreeReport
     from ._options import InstallOptions
-    from ._store.lock import TreeLocks
+    from ._store.locks import TreeLocks
     from ._store.manifest import TreeEntry
 
 R = TypeVar("R")
@@ -343,7 +343,7 @@ class Repo:
         # Made on first use (the warm path takes no lock), once: it remembers which obstacles were reported.
         with self._lazy_guard:
             if self._locks is None:
-                from ._store.lock import TreeLocks
+                from ._store.locks import TreeLocks
 
                 self._locks = TreeLocks(self._layout, self.settings)
             return self._locks

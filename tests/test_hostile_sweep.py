@@ -1055,12 +1055,13 @@ def _held(repo: Path, name: str = "adaptor-d", wait_timeout: float = 10) -> Iter
     from repoinstall._options import LockSettings
     from repoinstall._store.identity import TreeId, environment_tag
     from repoinstall._store.layout import Layout
-    from repoinstall._store.lock import TreeLocks
+    from repoinstall._store.lockkey import tree_key
+    from repoinstall._store.locks import TreeLocks
 
     layout = Layout(repo)
     try:
         tid = TreeId(environment_tag(), name, Version("1.0"))
-        with TreeLocks(layout, LockSettings(600, 1, wait_timeout)).hold(tid) as held:
+        with TreeLocks(layout, LockSettings(600, 1, wait_timeout)).hold(tree_key(tid)) as held:
             assert held.without is None and not held.peer_finished
             yield
     finally:

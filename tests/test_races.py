@@ -152,13 +152,14 @@ def test_a_waiter_ends_when_the_tree_is_published_not_when_the_lock_is_released(
     from repoinstall._options import LockSettings
     from repoinstall._store.identity import TreeId, environment_tag
     from repoinstall._store.layout import Layout
-    from repoinstall._store.lock import TreeLocks
+    from repoinstall._store.lockkey import tree_key
+    from repoinstall._store.locks import TreeLocks
 
     slow_lock = ["--stale-after", "600", "--heartbeat", "20", "--wait-timeout", "60"]
     layout = Layout(repo)
     # This test holds the tree's lock (heartbeat running) for the whole test and never installs anything.
     tid = TreeId(environment_tag(), "adaptor-a", Version("1.0"))
-    with TreeLocks(layout, LockSettings(600, 20)).hold(tid) as held:
+    with TreeLocks(layout, LockSettings(600, 20)).hold(tree_key(tid)) as held:
         assert held.without is None and not held.peer_finished
         waiter = start(*ensure_args(repo, index.url, "adaptor-a==1.0", fast=False), *slow_lock, "-v")
         wait_for_stderr(waiter, "waiting for")  # the waiter sees the held lock

@@ -26,7 +26,7 @@ from .http import Pause, Plan
 if TYPE_CHECKING:
     from .._options import LockSettings
     from .._store.layout import Layout
-    from .._store.lock import FileTreeLock
+    from .._store.softlock import FileTreeLock
 
 CACHE_DIR = (CACHE, "index")
 _POLL = 0.1
@@ -162,10 +162,12 @@ class IndexCache:
     def _lock(self, key: str, what: str) -> FileTreeLock | None:
         if self._layout is None or not self._settings.enabled:
             return None
-        from .._store.lock import Unusable, open_lock
+        from .._store.lockkey import LockKey
+        from .._store.lockobstacles import Unusable
+        from .._store.locks import open_lock
 
         try:
-            lock = open_lock(self._layout, CACHE_DIR, key, self._settings, what)
+            lock = open_lock(self._layout, LockKey(CACHE_DIR, key, what), self._settings)
         except (OSError, RepoinstallError):
             return None
         return None if isinstance(lock, Unusable) else lock

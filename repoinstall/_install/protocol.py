@@ -14,6 +14,7 @@ from .._errors import ArtifactGone, InstallError
 from .._options import InstallOptions
 from .._store import manifest as _manifest
 from .._store.check import Appeared, State, check, in_use, missing, present
+from .._store.lockkey import tree_key
 from .._store.tree import adopt, clear_for_install
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from .._results import Action
     from .._store.identity import TreeId
     from .._store.layout import Layout
-    from .._store.lock import TreeLocks
+    from .._store.locks import TreeLocks
 
 
 class Outcome(NamedTuple):
@@ -56,7 +57,7 @@ def ensure_tree(
     #    what would stop the install only after the installer ran (a symlink where the record goes): nothing is
     #    created. A lock whose tree does not exist as we leave (we failed) goes with us, unless a peer is in it.
     refuse_obstacles(layout, tid, locking=locks.settings.enabled)
-    with locks.hold(tid, ready=Appeared(layout, tid), gone=lambda: missing(layout, tid)) as held:
+    with locks.hold(tree_key(tid), ready=Appeared(layout, tid), gone=lambda: missing(layout, tid)) as held:
         if held.peer_finished:
             return Outcome("waited", held.waited)
         # 3. Check again inside the lock: a peer may have finished while we waited, so look as the server has

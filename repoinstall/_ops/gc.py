@@ -55,8 +55,8 @@ from .._store.layout import (
     Layout,
     read_only_filesystem,
 )
-from .._store.lock import foreign_owner
 from .._store.lockformat import activity, last_sign_of_life, members, state_name
+from .._store.lockobstacles import foreign_owner
 from .inuse import User, Users, scan
 from .lockinfo import inspect
 
@@ -222,7 +222,7 @@ class Collector:
                             self._staging_dir(env_fd, env, name)
 
     def _staging_dir(self, env_fd: int, env: str, name: str) -> None:
-        from .._install.staging import owner_alive
+        from .._store.owner import owner_alive
 
         note = _fs.read_json(env_fd, (name, OWNER_NOTE), 1 << 16)
         # The note's mtime is the owner's heartbeat (the dir's own, if it died before writing one).
@@ -510,10 +510,12 @@ class Collector:
         if not self.settings.enabled:
             step()
             return None
-        from .._store.lock import Unusable, open_tree_lock
+        from .._store.lockkey import tree_key
+        from .._store.lockobstacles import Unusable
+        from .._store.locks import open_lock
 
         try:
-            lock = open_tree_lock(self.layout, tid, self.settings)
+            lock = open_lock(self.layout, tree_key(tid), self.settings)
         except RepoUnusable:
             return "a symlink or file is where its lock directory belongs"  # reported by lock_debris too
         if isinstance(lock, Unusable):
@@ -532,7 +534,7 @@ class Collector:
         return None
 
 
-#: Said of a tree whose lock (a :class:`repoinstall._store.lock.Unusable` of this kind) cannot be had here.
+#: Said of a tree whose lock (a :class:`repoinstall._store.lockobstacles.Unusable` of this kind) cannot be had here.
 _LOCK_UNUSABLE = {
     "foreign": "its lock belongs to another uid, or cannot be read: nobody can be proven out of it",
     "replaced": "a symlink or file is where its lock's state belongs (gc sets it aside)",

@@ -18,8 +18,8 @@ from .._errors import InvalidRequirement
 from .._store import fs as _fs
 from .._store.identity import TreeId
 from .._store.layout import LOCKS, OWNER_SUFFIX, Layout
-from .._store.lock import foreign_owner
 from .._store.lockformat import HOLDERS, fields, holder_lease, host_of, members, state_name
+from .._store.lockobstacles import foreign_owner
 from .._store.manifest import as_recorded
 
 

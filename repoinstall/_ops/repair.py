@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from .._errors import InstallError, RepoUnusable
 from .._store.check import check, missing
+from .._store.lockkey import tree_key
 from .._store.tree import record_existing, set_aside
 from .verify import CHANGED, MISSING, UNREADABLE, UNRECORDED, verify
 
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from .._options import InstallOptions
     from .._store.identity import TreeId
     from .._store.layout import Layout
-    from .._store.lock import TreeLocks
+    from .._store.locks import TreeLocks
 
 
 def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None, tid: TreeId, env: str) -> str:
@@ -27,7 +28,7 @@ def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None
     if tid.env != env:
         raise InstallError(f"{tid} ({tid.env}): built for another environment; repair it there")
     # A tree still missing as we leave the lock (never installed, or set aside below) leaves no lock behind.
-    with locks.hold(tid, gone=lambda: missing(layout, tid)):
+    with locks.hold(tree_key(tid), gone=lambda: missing(layout, tid)):
         report = verify(layout, tid)  # again: a peer may have repaired it while we waited for the lock
         if report.ok or (report.status == MISSING and "not installed" in report.notes):
             return "ok"  # whole, or nothing was ever published here

@@ -8,7 +8,7 @@ For a lock at ``<dir>/<leaf>.lock`` filelock keeps its whole state in one direct
         holders/<token>            one record per participant ("host=", "pid=", "lease="); a heartbeat rewrites
                                    it, so its mtime is that participant's last heartbeat
 
-The lock itself (``_lock``), the read-only view for people (``_locks``), gc and doctor all name these parts
+The lock itself (``softlock``), the read-only view for people (``lockinfo``), gc and doctor all name these parts
 through here, so a change in filelock's format is a change in this file.
 """
 

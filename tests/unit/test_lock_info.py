@@ -18,8 +18,9 @@ from repoinstall._ops.lockinfo import inspect
 from repoinstall._options import LockSettings
 from repoinstall._store.identity import TreeId
 from repoinstall._store.layout import Layout
-from repoinstall._store.lock import TreeLocks
 from repoinstall._store.lockformat import GENERATIONS, HOLDERS, holder_lease, lock_name, state_name
+from repoinstall._store.lockkey import tree_key
+from repoinstall._store.locks import TreeLocks
 
 TID = TreeId("cp311-test", "demo-pkg", Version("1.0"))
 TIGHT = LockSettings(stale_after=2.0, heartbeat=0.5, wait_timeout=30.0)
@@ -124,7 +125,7 @@ def test_gc_sets_a_damaged_lock_state_aside_once_nobody_is_proven_in_it(layout: 
     assert _gc(layout, LockSettings(stale_after=120.0, heartbeat=20.0)) == []  # a longer threshold: not yet
     assert ("lock", str(state), True) in _gc(layout)
     assert not _lock_dir(layout).exists()  # and its directory, left empty
-    with TreeLocks(layout, TIGHT).hold(TID) as held:  # the next ensure takes a fresh lock at once
+    with TreeLocks(layout, TIGHT).hold(tree_key(TID)) as held:  # the next ensure takes a fresh lock at once
         assert held.without is None and not held.peer_finished
 
 

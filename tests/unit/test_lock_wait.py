@@ -7,7 +7,7 @@ import pytest
 
 from repoinstall._errors import LockTimeout
 from repoinstall._options import LockSettings
-from repoinstall._store.lock import _BEATS, _LOOK_MAX, _RETRY, _TREE_EVERY, wait_and_take
+from repoinstall._store.lockwait import _BEATS, _LOOK_MAX, _RETRY, _TREE_EVERY, wait_and_take
 
 
 class FakeClock:

@@ -16,15 +16,16 @@ from packaging.version import Version
 from repoinstall._options import LockSettings
 from repoinstall._store.identity import TreeId
 from repoinstall._store.layout import OWNER_SUFFIX, Layout
-from repoinstall._store.lock import TreeLocks
 from repoinstall._store.lockformat import HOLDERS, lock_name, state_name
+from repoinstall._store.lockkey import tree_key
+from repoinstall._store.locks import TreeLocks
 
 TID = TreeId("cp311-test", "demo-pkg", Version("1.0"))
 FAST = LockSettings(stale_after=4.0, heartbeat=1.0, wait_timeout=30.0)
 
 
 def test_a_free_lock_is_held_for_the_block(layout: Layout) -> None:
-    with TreeLocks(layout, FAST).hold(TID) as held:
+    with TreeLocks(layout, FAST).hold(tree_key(TID)) as held:
         assert not held.peer_finished and held.without is None and not held.lease_lost
         assert list(Path(layout.path(*layout.lock_dir(TID))).glob("*.owner")), "the owner note says who holds it"
     assert not list(Path(layout.path(*layout.lock_dir(TID))).glob("*.owner"))
@@ -34,7 +35,7 @@ def test_a_peers_publish_ends_the_wait_without_the_lock(layout: Layout) -> None:
     holding, done = threading.Event(), threading.Event()
 
     def peer() -> None:
-        with TreeLocks(layout, FAST).hold(TID):
+        with TreeLocks(layout, FAST).hold(tree_key(TID)):
             holding.set()
             done.wait(30)
 
@@ -44,7 +45,7 @@ def test_a_peers_publish_ends_the_wait_without_the_lock(layout: Layout) -> None:
         assert holding.wait(10)
         published = threading.Event()
         published.set()  # the tree is there already: the waiter notices at its first look
-        with TreeLocks(layout, FAST).hold(TID, ready=published.is_set) as held:
+        with TreeLocks(layout, FAST).hold(tree_key(TID), ready=published.is_set) as held:
             assert held.peer_finished
             assert held.without is None
     finally:
@@ -55,7 +56,7 @@ def test_a_peers_publish_ends_the_wait_without_the_lock(layout: Layout) -> None:
 def test_no_lock_asked_is_no_lock_and_no_warning(layout: Layout, caplog: pytest.LogCaptureFixture) -> None:
     with (
         caplog.at_level(logging.WARNING, "repoinstall"),
-        TreeLocks(layout, FAST._replace(enabled=False)).hold(TID) as held,
+        TreeLocks(layout, FAST._replace(enabled=False)).hold(tree_key(TID)) as held,
     ):
         assert not held.peer_finished and held.without is None
     assert not Path(layout.path("locks")).exists() or not list(Path(layout.path("locks")).rglob("*.owner"))
@@ -71,7 +72,7 @@ def test_a_lock_state_replaced_by_a_file_goes_on_without_and_warns_once(
     locks = TreeLocks(layout, FAST)
     with caplog.at_level(logging.WARNING, "repoinstall"):
         for _ in range(3):
-            with locks.hold(TID) as held:
+            with locks.hold(tree_key(TID)) as held:
                 assert held.without is not None and held.without.kind == "replaced"
                 assert not held.peer_finished
     assert len([r for r in caplog.records if "going on without the lock" in r.getMessage()]) == 1
@@ -92,19 +93,19 @@ def test_a_holder_that_fails_alone_leaves_no_lock_behind(layout: Layout, caplog:
     with (
         caplog.at_level(logging.WARNING, "repoinstall"),
         pytest.raises(_Failed),
-        TreeLocks(layout, FAST).hold(TID, gone=lambda: True),
+        TreeLocks(layout, FAST).hold(tree_key(TID), gone=lambda: True),
     ):
         assert (_lock_dir(layout) / state_name(TID.leaf)).is_dir()
         raise _Failed
     assert not _lock_dir(layout).exists()  # its state, its owner note and its directory
     assert not any(Path(layout.path("trash")).iterdir())  # set aside into trash/, deleted there
     assert caplog.records == []  # no "lost the lock": taking the state away was the holder's own doing
-    with TreeLocks(layout, FAST).hold(TID) as held:  # and the next one takes a fresh lock at once
+    with TreeLocks(layout, FAST).hold(tree_key(TID)) as held:  # and the next one takes a fresh lock at once
         assert held.without is None and not held.peer_finished
 
 
 def test_a_holder_whose_tree_exists_keeps_its_lock_state(layout: Layout) -> None:
-    with TreeLocks(layout, FAST).hold(TID, gone=lambda: False):
+    with TreeLocks(layout, FAST).hold(tree_key(TID), gone=lambda: False):
         pass
     assert (_lock_dir(layout) / state_name(TID.leaf)).is_dir()
 
@@ -122,7 +123,7 @@ def test_a_participant_queued_in_the_lock_keeps_its_state(layout: Layout) -> Non
         taken.set()
 
     thread = threading.Thread(target=wait_in_the_log)
-    with pytest.raises(_Failed), TreeLocks(layout, FAST).hold(TID, gone=lambda: True):
+    with pytest.raises(_Failed), TreeLocks(layout, FAST).hold(tree_key(TID), gone=lambda: True):
         thread.start()
         wait_until(lambda: len(list((state / HOLDERS).iterdir())) == 2, what="a second participant in the lock")
         raise _Failed
@@ -146,7 +147,7 @@ def test_a_waiter_takes_the_lock_after_a_failing_holder_took_it_away(layout: Lay
                 waiting.set()
 
     def waiter() -> None:
-        with TreeLocks(layout, FAST).hold(TID) as held:
+        with TreeLocks(layout, FAST).hold(tree_key(TID)) as held:
             noted.append(held.without is None and (_lock_dir(layout) / (TID.leaf + OWNER_SUFFIX)).is_file())
             held_by_waiter.set()
 
@@ -156,7 +157,7 @@ def test_a_waiter_takes_the_lock_after_a_failing_holder_took_it_away(layout: Lay
     logger.setLevel(logging.INFO)
     thread = threading.Thread(target=waiter)
     try:
-        with contextlib.suppress(_Failed), TreeLocks(layout, FAST).hold(TID, gone=lambda: True):
+        with contextlib.suppress(_Failed), TreeLocks(layout, FAST).hold(tree_key(TID), gone=lambda: True):
             thread.start()
             assert waiting.wait(30)
             raise _Failed
