@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import actions, finish, run, start
+from helpers import actions, cli, finish, isolated_env, run, start
 from indexserver import IndexServer
 from nfsrepo import Nfs
 
@@ -84,7 +84,15 @@ def test_gc_of_a_tree_open_on_this_client_leaves_silly_renames_that_gc_and_verif
     tree = _unused(nfs.a, index)
     module = next(tree.rglob("adaptor_a/__init__.py"))
     with open(module, "rb") as still_open:  # a worker on this node still has a file of the tree open
-        done = run("gc", "--repo", nfs.a, "--unused-for", "7d", "--json")
+        # gc sees it (/proc): the tree is in use, and kept.
+        kept = run("gc", "--repo", nfs.a, "--unused-for", "7d", "--json")
+        assert kept.returncode == 0 and json.loads(kept.stdout)["removed"] == [], kept.stdout + kept.stderr
+        assert "in use" in kept.stderr, kept.stderr
+        # A gc in another pod on this node (its own pid namespace: the worker is not in its /proc) cannot see it,
+        # and takes the tree out; this NFS client then silly-renames the open file.
+        gc = cli("gc", "--repo", nfs.a, "--unused-for", "7d", "--json")
+        pod = ["unshare", "--pid", "--fork", "--mount-proc", *gc]
+        done = subprocess.run(pod, env=isolated_env(), capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
         assert [r["kind"] for r in json.loads(done.stdout)["removed"]] == ["tree"]
         silly = list((nfs.backing / "trash").rglob(".nfs*"))

@@ -48,6 +48,9 @@ class IndexServer:
         self.slow_seconds = 3.0
         self.yanked: set[str] = set()  # file names listed as yanked
         self.json = True  # answer JSON to clients that ask for it
+        #: Give each file's sha256 in the pages, as PyPI, pypiserver and devpi do (``#sha256=`` in HTML, ``hashes``
+        #: in JSON). Off: a plain find-links page, where an installer must download a file to learn its hash.
+        self.hashes = True
         self._lock = threading.Lock()
         server = self
 
@@ -67,7 +70,7 @@ class IndexServer:
                     return
                 if name == "":
                     links = "".join(
-                        f'<a href="/{html.escape(p.name)}">{html.escape(p.name)}</a>\n'
+                        f'<a href="/{html.escape(p.name)}{server.fragment(p)}">{html.escape(p.name)}</a>\n'
                         for p in sorted(server.directory.glob("*.whl"))
                     )
                     body = f"<html><body>\n{links}</body></html>\n".encode()
@@ -149,7 +152,7 @@ class IndexServer:
                             {
                                 "filename": p.name,
                                 "url": f"../../{p.name}",
-                                "hashes": {},
+                                "hashes": {"sha256": server.sha256(p)} if server.hashes else {},
                                 "yanked": p.name in server.yanked,
                             }
                             for p in files
@@ -158,8 +161,8 @@ class IndexServer:
                     self._send(200, json.dumps(document).encode(), "application/vnd.pypi.simple.v1+json")
                     return
                 links = "".join(
-                    f'<a href="../../{html.escape(p.name)}"{" data-yanked" if p.name in server.yanked else ""}>'
-                    f"{html.escape(p.name)}</a>\n"
+                    f'<a href="../../{html.escape(p.name)}{server.fragment(p)}"'
+                    f"{' data-yanked' if p.name in server.yanked else ''}>{html.escape(p.name)}</a>\n"
                     for p in files
                 )
                 self._send(200, f"<html><body>\n{links}</body></html>\n".encode(), "text/html")
@@ -185,6 +188,13 @@ class IndexServer:
         scheme = "https" if tls is not None else "http"
         self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}/"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def sha256(self, path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    def fragment(self, path: Path) -> str:
+        """``#sha256=<hex>`` for a link to ``path`` when the pages give hashes, else nothing."""
+        return f"#sha256={self.sha256(path)}" if self.hashes else ""
 
     @property
     def simple(self) -> str:
