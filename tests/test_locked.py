@@ -42,7 +42,9 @@ def pip_lock(index: IndexServer, out: Path, *specs: str) -> Path:
 
 
 def uv_compile(index: IndexServer, out: Path, *specs: str, hashes: bool = False) -> Path:
-    command = ["uv", "pip", "compile", "-", "--no-index", "--find-links", index.url, "-o", str(out)]
+    # From the index's simple pages, whose hashes uv writes into the lock. (uv 0.13 leaves the hashes out when it
+    # reads them from a find-links page's #sha256= links instead.)
+    command = ["uv", "pip", "compile", "-", "--index-url", index.simple, "-o", str(out)]
     done = subprocess.run(
         [*command, *(["--generate-hashes"] if hashes else [])],
         input="\n".join(specs) + "\n",
