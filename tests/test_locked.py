@@ -57,6 +57,13 @@ def uv_compile(index: IndexServer, out: Path, *specs: str, hashes: bool = False)
     return out
 
 
+def pip_install(target: Path, lock: Path) -> None:
+    """A plain ``pip install --target`` of a lock file, to compare a tree with."""
+    command = [sys.executable, "-m", "pip", "install", "--target", str(target), "-r", str(lock)]
+    done = subprocess.run(command, env=isolated_env(), capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
 def ensure(repo: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
     # No index at all: a lock that gives URLs needs none.
     return run("ensure", *args, "--repo", repo, "--json")
@@ -366,14 +373,7 @@ def test_an_export_installs_the_same_bytes_with_pip_uv_and_repoinstall(tmp_path:
     for tree in trees:
         in_trees.update(records(tree))
     by_pip = tmp_path / "by-pip"
-    pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--target", str(by_pip), "-r", str(exported)],
-        env=isolated_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert pip.returncode == 0, pip.stderr
+    pip_install(by_pip, exported)
     by_uv = tmp_path / "by-uv"
     uv = subprocess.run(
         ["uv", "pip", "install", "--target", str(by_uv), "--python", sys.executable, "-r", str(exported)],
@@ -432,14 +432,7 @@ def test_a_tools_lock_installs_what_pip_installs_from_it(tmp_path: Path, served:
     own = package["name"].replace("-", "_") + "-1.dist-info/"
     ours = {k: v for k, v in records(Path(package["path"])).items() if not k.startswith(own)}
     target = tmp_path / "plain"
-    pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--target", str(target), "-r", str(lock)],
-        env=isolated_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert pip.returncode == 0, pip.stderr
+    pip_install(target, lock)
     assert ours == records(target)
     assert sorted(p.name for p in target.glob("*.dist-info")) == [
         "app-1.0.dist-info",
