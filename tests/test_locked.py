@@ -42,7 +42,9 @@ def pip_lock(index: IndexServer, out: Path, *specs: str) -> Path:
 
 
 def uv_compile(index: IndexServer, out: Path, *specs: str, hashes: bool = False) -> Path:
-    command = ["uv", "pip", "compile", "-", "--no-index", "--find-links", index.url, "-o", str(out)]
+    # From the index's simple pages, whose hashes uv writes into the lock. (uv 0.13 leaves the hashes out when it
+    # reads them from a find-links page's #sha256= links instead.)
+    command = ["uv", "pip", "compile", "-", "--index-url", index.simple, "-o", str(out)]
     done = subprocess.run(
         [*command, *(["--generate-hashes"] if hashes else [])],
         input="\n".join(specs) + "\n",
@@ -53,6 +55,13 @@ def uv_compile(index: IndexServer, out: Path, *specs: str, hashes: bool = False)
     )
     assert done.returncode == 0, done.stderr
     return out
+
+
+def pip_install(target: Path, lock: Path) -> None:
+    """A plain ``pip install --target`` of a lock file, to compare a tree with."""
+    command = [sys.executable, "-m", "pip", "install", "--target", str(target), "-r", str(lock)]
+    done = subprocess.run(command, env=isolated_env(), capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
 
 
 def ensure(repo: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -364,14 +373,7 @@ def test_an_export_installs_the_same_bytes_with_pip_uv_and_repoinstall(tmp_path:
     for tree in trees:
         in_trees.update(records(tree))
     by_pip = tmp_path / "by-pip"
-    pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--target", str(by_pip), "-r", str(exported)],
-        env=isolated_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert pip.returncode == 0, pip.stderr
+    pip_install(by_pip, exported)
     by_uv = tmp_path / "by-uv"
     uv = subprocess.run(
         ["uv", "pip", "install", "--target", str(by_uv), "--python", sys.executable, "-r", str(exported)],
@@ -430,14 +432,7 @@ def test_a_tools_lock_installs_what_pip_installs_from_it(tmp_path: Path, served:
     own = package["name"].replace("-", "_") + "-1.dist-info/"
     ours = {k: v for k, v in records(Path(package["path"])).items() if not k.startswith(own)}
     target = tmp_path / "plain"
-    pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--target", str(target), "-r", str(lock)],
-        env=isolated_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert pip.returncode == 0, pip.stderr
+    pip_install(target, lock)
     assert ours == records(target)
     assert sorted(p.name for p in target.glob("*.dist-info")) == [
         "app-1.0.dist-info",

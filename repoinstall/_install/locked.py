@@ -66,8 +66,7 @@ def request(lock: Lock) -> Requested:
     lines = tuple(_line(p) for p in lock.packages)
     members = tuple(f"{p.name}=={p.version}" for p in lock.packages)
     # Its text is the file's absolute path: the record says where the lock came from.
-    text, name = os.path.abspath(lock.source), LOCK_PREFIX + lock.key()[:16]
-    return Requested(text, name, (), _VERSION, source=lock.source, members=members, locked=lines)
+    return _request(LOCK_PREFIX + lock.key()[:16], os.path.abspath(lock.source), lines, members, lock.source)
 
 
 def _line(package: LockedPackage) -> str:
@@ -75,8 +74,11 @@ def _line(package: LockedPackage) -> str:
     return head + "".join(f" --hash={h}" for h in package.hashes)
 
 
-def _request(tid: TreeId, source: str, lines: tuple[str, ...], members: tuple[str, ...]) -> Requested:
-    return Requested(source, tid.name, (), tid.version, source=source, members=members, locked=lines)
+def _request(
+    name: str, text: str, lines: tuple[str, ...], members: tuple[str, ...], source: str | None = None
+) -> Requested:
+    """The request of the lock tree ``name``==1 installed from ``lines``, which hold ``members``."""
+    return Requested(text, name, (), _VERSION, source=source or text, members=members, locked=lines)
 
 
 def all_lines(tid: TreeId, requested: Requested, write: Callable[[str, bytes], str]) -> list[str]:
@@ -156,7 +158,7 @@ def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
         document = json.loads(data or b"")
         lines, members = document["lines"], document["members"]
         if all(type(v) is list and v and all(type(s) is str for s in v) for v in (lines, members)):
-            return _request(tid, source, tuple(lines), tuple(members))
+            return _request(tid.name, source, tuple(lines), tuple(members))
     except (ValueError, KeyError, TypeError):
         pass
     from .._store import closures
@@ -165,7 +167,7 @@ def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
     record = read(layout, tid)
     closure = None if record is None else closures.of_record(tid, record)
     if closure is not None:
-        return _request(tid, source, closure.lines, closure.members)
+        return _request(tid.name, source, closure.lines, closure.members)
     raise InstallError(
         f"{tid}: neither its {LOCK_JSON} ({os.path.join(*path)}) nor its record says what it was installed from; "
         "ensure the lock file again"

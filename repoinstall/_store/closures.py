@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import fs as _fs
 from .identity import TreeId, canonical_name, is_locked, is_set
@@ -28,14 +28,11 @@ if TYPE_CHECKING:
 _SUFFIX = ".json"
 
 
-class Closure:
+class Closure(NamedTuple):
     """The requirement lines a tree is installed from, and ``name==version`` of each distribution."""
 
-    __slots__ = ("lines", "members")
-
-    def __init__(self, lines: tuple[str, ...], members: tuple[str, ...]) -> None:
-        self.lines = lines
-        self.members = members
+    lines: tuple[str, ...]
+    members: tuple[str, ...]
 
 
 def of_record(tid: TreeId, record: TreeEntry) -> Closure | None:
