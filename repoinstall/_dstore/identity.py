@@ -9,9 +9,8 @@ from packaging.version import Version
 
 from .._errors import InvalidRequirement
 from .._store.identity import TreeId, canonical_name, canonical_version
+from .._store.layout import STORE, STORE_LOCKS
 
-#: The top of the store in a repo.
-STORE = "store"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 #: How much of the artifact's hash names its directory: 64 bits, so two artifacts of one version never meet.
 _SHOWN = 16
@@ -42,6 +41,10 @@ class DistId(NamedTuple):
     def parts(self) -> tuple[str, str, str, str]:
         """Its path below the repo: ``store/<env>/<name>/<leaf>``."""
         return (STORE, self.env, self.name, self.leaf)
+
+    def lock_parts(self) -> tuple[str, str, str]:
+        """Its lock's directory below the repo: ``store-locks/<env>/<name>`` (the lock is ``<leaf>.lock``)."""
+        return (STORE_LOCKS, self.env, self.name)
 
     def __str__(self) -> str:
         return f"{self.name}=={self.version} (sha256:{self.sha256[:12]}...)"

@@ -32,6 +32,11 @@ TRASH = "trash"
 CACHE = "cache"
 #: What each tree was installed from (see closures): kept when the tree goes, so it comes back the same.
 CLOSURES = "closures"
+#: Each installed distribution once (see repoinstall._dstore): ``store/<env>/<name>/<version>-<sha16>/``.
+STORE = "store"
+#: The locks of stored distributions, ``store-locks/<env>/<name>/<leaf>.lock``: apart from ``locks/``, whose
+#: readers (gc, ``locks``) take every lock there for a tree's.
+STORE_LOCKS = "store-locks"
 RECORD_SUFFIX = ".json"
 #: Inside a staging dir: who made it (host, pid, started) and for which tree.
 OWNER_NOTE = "owner.json"
@@ -45,7 +50,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 #: What a repo holds at its top; a directory with other entries and none of these is not a repo.
-_TOP = frozenset({TREES, RECORDS, LOCKS, STAGING, TRASH, CACHE, CLOSURES})
+_TOP = frozenset({TREES, RECORDS, LOCKS, STAGING, TRASH, CACHE, CLOSURES, STORE, STORE_LOCKS})
 
 
 def default_repo() -> str:
