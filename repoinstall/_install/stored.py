@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .. import _log
 from .._dstore import store as _store
+from .._dstore.audit import usable
 from .._dstore.compose import compose, read_only
 from .._dstore.identity import DistId
 from .._dstore.split import split
@@ -58,7 +59,9 @@ def build(
     """Compose the tree ``tid`` at ``target`` from the store, installing what it lacks first."""
     from .backends.run import install
 
-    missing = [(dist, line) for dist, line in planned if not _store.present(layout, dist)]
+    # A stored distribution whose files are not their recorded sizes is set aside and installed again: never
+    # linked into another tree (one changed in place but not in size is caught by the staged tree's hash check).
+    missing = [(dist, line) for dist, line in planned if not usable(layout, dist)]
     built: Built | None = None  # by the installer run, if one was needed
     if missing:
         combined = os.path.join(scratch, "combined")
@@ -127,7 +130,7 @@ def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, buil
     made = split(target, os.path.join(scratch, "split"))
     for dist, dist_info in planned:
         staged = made[dist_info]
-        if _store.present(layout, dist):
+        if usable(layout, dist):
             continue  # the same artifact's files, stored before: this copy is not needed
         if (problem := _store.check(staged, dist)) is not None:
             raise InstallError(problem)
