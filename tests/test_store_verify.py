@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from helpers import document, ensure_args, run
 from indexserver import IndexServer
@@ -31,7 +32,7 @@ def _stored_dep(repo: Path) -> Path:
     return stored
 
 
-def _verify(repo: Path, *args: str) -> tuple[int, dict[str, object]]:
+def _verify(repo: Path, *args: str) -> tuple[int, dict[str, Any]]:
     done = run("verify", "--repo", repo, "--json", *args)
     assert done.stdout, done.stderr
     return done.returncode, json.loads(done.stdout)
@@ -52,7 +53,7 @@ def test_a_stored_file_changed_in_place_is_reported_for_every_tree_and_repaired_
     assert shared.st_nlink >= 3  # the store's, and both trees'
     assert (b / DEP_FILE).stat().st_ino == (x / DEP_FILE).stat().st_ino == shared.st_ino
     code, clean = _verify(repo)
-    assert code == 0 and {d["status"] for d in clean["store"]} == {"ok"}  # type: ignore[union-attr]
+    assert code == 0 and {d["status"] for d in clean["store"]} == {"ok"}
 
     # Changed in place, as an operator with a writable mount might: one inode, so every tree holding it changes.
     os.chmod(stored / DEP_FILE, 0o644)
@@ -63,9 +64,9 @@ def test_a_stored_file_changed_in_place_is_reported_for_every_tree_and_repaired_
 
     code, found = _verify(repo)
     assert code == 1
-    trees = {t["tree"]: t for t in found["trees"]}  # type: ignore[attr-defined]
+    trees = {t["tree"]: t for t in found["trees"]}
     assert trees["adaptor-b==1.0"]["changed"] == trees["adaptor-x[fast]==1.0"]["changed"] == [str(DEP_FILE)]
-    (damaged,) = [d for d in found["store"] if d["status"] != "ok"]  # type: ignore[attr-defined]
+    (damaged,) = [d for d in found["store"] if d["status"] != "ok"]
     assert damaged["dist"] == "dep-c==1.0" and damaged["status"] == "changed"
     assert damaged["changed"] == [str(DEP_FILE)] and damaged["path"] == str(stored)
     assert sorted(damaged["trees"]) == sorted(SHARING)
@@ -81,7 +82,7 @@ def test_a_stored_file_changed_in_place_is_reported_for_every_tree_and_repaired_
     assert sorted((r["tree"], r["action"]) for r in repaired[1:]) == [(t, "reinstalled") for t in sorted(SHARING)]
     code, clean = _verify(repo)
     assert code == 0, clean
-    assert {t["status"] for t in clean["trees"]} | {d["status"] for d in clean["store"]} == {"ok"}  # type: ignore[attr-defined]
+    assert {t["status"] for t in clean["trees"]} | {d["status"] for d in clean["store"]} == {"ok"}
 
     # The distribution was installed afresh: new inodes, the artifact's bytes, linked into both trees again.
     fresh = (_stored_dep(repo) / DEP_FILE).stat()
@@ -107,15 +108,15 @@ def test_a_tree_file_replaced_by_a_new_inode_is_that_trees_damage_only(repo: Pat
 
     code, found = _verify(repo)
     assert code == 1
-    statuses = {t["tree"]: t["status"] for t in found["trees"]}  # type: ignore[attr-defined]
+    statuses = {t["tree"]: t["status"] for t in found["trees"]}
     assert statuses == {"adaptor-b==1.0": "changed", "adaptor-x[fast]==1.0": "ok"}
-    assert {d["status"] for d in found["store"]} == {"ok"}  # type: ignore[attr-defined]
+    assert {d["status"] for d in found["store"]} == {"ok"}
 
     fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *_index(index))
     assert fixed.returncode == 0, fixed.stderr
     assert json.loads(fixed.stdout)["repaired"] == [
         {"tree": "adaptor-b==1.0", "env": found["trees"][0]["env"], "action": "reinstalled"}
-    ]  # type: ignore[index]
+    ]
     assert _verify(repo)[0] == 0
     # Recomposed from the intact store: nothing installed, the stored file is the one it was.
     assert stored.stat().st_ino == before == (b / DEP_FILE).stat().st_ino == (x / DEP_FILE).stat().st_ino
@@ -138,8 +139,8 @@ def test_an_install_never_links_a_stored_file_whose_size_changed(repo: Path, ind
     # The tree that held the changed file still does: verify names it, the store is whole again.
     code, found = _verify(repo)
     assert code == 1
-    statuses = {t["tree"]: t["status"] for t in found["trees"]}  # type: ignore[attr-defined]
+    statuses = {t["tree"]: t["status"] for t in found["trees"]}
     assert statuses == {"adaptor-b==1.0": "changed", "adaptor-x[fast]==1.0": "ok"}
-    assert {d["status"] for d in found["store"]} == {"ok"}  # type: ignore[attr-defined]
+    assert {d["status"] for d in found["store"]} == {"ok"}
     assert run("verify", "--repo", repo, "--repair", *LOCK, *_index(index)).returncode == 0
     assert (b / DEP_FILE).stat().st_ino == stored.stat().st_ino and (b / DEP_FILE).read_bytes() == original

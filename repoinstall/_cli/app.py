@@ -291,7 +291,12 @@ def verify(
         bool, typer.Option("--all", help="Every tree in the repo (the default without SPEC).")
     ] = False,
     repair: Annotated[
-        bool, typer.Option("--repair", help="Re-record or reinstall what is broken, under its lock.")
+        bool,
+        typer.Option(
+            "--repair",
+            help="Re-record or reinstall what is broken, under its lock (a damaged stored distribution is set "
+            "aside first, and installed afresh).",
+        ),
     ] = False,
     *,
     opts: Options,
