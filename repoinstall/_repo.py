@@ -451,6 +451,7 @@ class Repo:
     def verify(self, specs: Iterable[Requested | str] = ()) -> list[TreeReport]:
         """Verify the trees for ``specs`` file by file, or every tree in the repo (all environments) if none."""
         from ._ops.verify import every_tree, verify
+        from ._store.dists import Hashed
 
         wanted = [_parsed(s) for s in specs]
         self._layout.existing_fd()
@@ -458,7 +459,8 @@ class Repo:
             tids = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None]
         else:
             tids = self._layout.retrying(every_tree, self._layout)
-        return [self._layout.retrying(verify, self._layout, tid) for tid in tids]
+        hashed: Hashed = {}  # a file the store links into many trees is hashed once
+        return [self._layout.retrying(verify, self._layout, tid, hashed) for tid in tids]
 
     def verify_store(self, specs: Iterable[Requested | str] = ()) -> list[DistReport]:
         """Verify the stored distributions the trees for ``specs`` are composed from, or the whole store if none;

@@ -81,7 +81,7 @@ def holders(layout: Layout, trees: list[TreeId]) -> dict[Stored, list[TreeId]]:
     for tid in trees:
         try:
             record = read(layout, tid)
-        except PermissionError:
+        except (PermissionError, _fs.Unreadable):
             continue  # another UID's record: verify reports that tree as unreadable
         for row in () if record is None else recorded_dists(record):
             name, version, sha256 = row.get("name"), row.get("version"), row.get("sha256")

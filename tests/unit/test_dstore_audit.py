@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,11 @@ from test_dstore import pip_target
 from wheels import make_wheel
 
 from repoinstall._dstore import audit
+from repoinstall._dstore.compose import compose
 from repoinstall._dstore.identity import DistId
 from repoinstall._dstore.inventory import Stored, every
 from repoinstall._dstore.split import split
+from repoinstall._store.dists import Hashed, check_tree, scan
 from repoinstall._store.layout import Layout
 
 ENV = "cp311-cp311-x"
@@ -85,3 +88,25 @@ def test_listing_the_store_follows_no_symlink(stored: tuple[Layout, DistId, Path
     os.symlink(elsewhere.parent, path.parent.parent / "gamma")
     os.symlink(path, path.parent / "1-efefefefefefefef")
     assert every(layout) == [Stored.of(dist)]
+
+
+def test_a_file_linked_into_many_trees_is_hashed_once_per_run_and_again_once_changed(
+    stored: tuple[Layout, DistId, Path], tmp_path: Path
+) -> None:
+    _, _, path = stored
+    trees = [tmp_path / "one", tmp_path / "two"]
+    for tree in trees:
+        compose(str(tree), [("alpha", str(path))])
+    hashed: Hashed = {}
+    assert not check_tree(str(trees[0]), scan(str(trees[0])), hashed=hashed)
+    linked = len(hashed)
+    assert linked > 3  # every recorded file with a hash: each a link of the store's
+    assert not check_tree(str(trees[1]), scan(str(trees[1])), hashed=hashed)
+    assert len(hashed) == linked  # the same inodes: nothing hashed again
+    time.sleep(0.05)  # past the kernel's coarse timestamp tick since compose linked it (a link sets the ctime)
+    with open(path / "alpha" / "__init__.py", "r+b") as changing:  # in place, the same size
+        first = changing.read(1)
+        changing.seek(0)
+        changing.write(b"#" if first != b"#" else b" ")
+    for tree in trees:
+        assert check_tree(str(tree), scan(str(tree)), hashed=hashed).changed == ("alpha/__init__.py",)
