@@ -144,3 +144,23 @@ def test_an_install_never_links_a_stored_file_whose_size_changed(repo: Path, ind
     assert {d["status"] for d in found["store"]} == {"ok"}
     assert run("verify", "--repo", repo, "--repair", *LOCK, *_index(index)).returncode == 0
     assert (b / DEP_FILE).stat().st_ino == stored.stat().st_ino and (b / DEP_FILE).read_bytes() == original
+
+
+def test_a_stored_file_replaced_by_a_new_inode_is_the_stores_damage_only(repo: Path, index: IndexServer) -> None:
+    b, x = _paths(repo, index, *SHARING)
+    stored = _stored_dep(repo)
+    healthy = (b / DEP_FILE).stat().st_ino
+    (stored / DEP_FILE).unlink()
+    (stored / DEP_FILE).write_text("X = 'replaced'\n")
+
+    code, found = _verify(repo)
+    assert code == 1
+    assert {t["status"] for t in found["trees"]} == {"ok"}  # they hold the artifact's inode still
+    (damaged,) = [d for d in found["store"] if d["status"] != "ok"]
+    assert damaged["changed"] == [str(DEP_FILE)] and sorted(damaged["trees"]) == sorted(SHARING)
+
+    fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *_index(index))
+    assert fixed.returncode == 0, fixed.stderr
+    assert [r["action"] for r in json.loads(fixed.stdout)["repaired"]] == ["set aside"]  # healthy trees untouched
+    assert not stored.exists() and (b / DEP_FILE).stat().st_ino == (x / DEP_FILE).stat().st_ino == healthy
+    assert _verify(repo)[0] == 0
