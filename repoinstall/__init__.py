@@ -34,12 +34,14 @@ if TYPE_CHECKING:
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
     from ._ops.remove import Removed
+    from ._ops.storeverify import DistReport
     from ._ops.verify import TreeReport
     from ._store.manifest import TreeEntry
 
 #: What verify, gc, remove, locks, doctor and list return: importable from here, loaded on first use (the warm path
 #: never needs them).
 _LAZY = {
+    "DistReport": "._ops.storeverify",
     "Finding": "._ops.doctor",
     "LockInfo": "._ops.lockinfo",
     "Removal": "._ops.gc",
@@ -59,6 +61,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ActivationConflict",
+    "DistReport",
     "EnsureResult",
     "Event",
     "Finding",

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
     from ._ops.remove import Removed
+    from ._ops.storeverify import DistReport
     from ._ops.verify import TreeReport
     from ._options import InstallOptions
     from ._store.closures import Closure
@@ -522,6 +523,7 @@ class Repo:
     def verify(self, specs: Iterable[Requested | str] = ()) -> list[TreeReport]:
         """Verify the trees for ``specs`` file by file, or every tree in the repo (all environments) if none."""
         from ._ops.verify import every_tree, verify
+        from ._store.dists import Hashed
 
         wanted = [_parsed(s) for s in specs]
         self._layout.existing_fd()
@@ -529,7 +531,30 @@ class Repo:
             tids = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None]
         else:
             tids = self._layout.retrying(every_tree, self._layout)
-        return [self._layout.retrying(verify, self._layout, tid) for tid in tids]
+        hashed: Hashed = {}  # a file the store links into many trees is hashed once
+        return [self._layout.retrying(verify, self._layout, tid, hashed) for tid in tids]
+
+    def verify_store(self, specs: Iterable[Requested | str] = ()) -> list[DistReport]:
+        """Verify the stored distributions the trees for ``specs`` are composed from, or the whole store if none;
+        each report names the trees whose records name it."""
+        from ._ops.storeverify import verify_store
+        from ._ops.verify import every_tree
+
+        wanted = [_parsed(s) for s in specs]
+        self._layout.existing_fd()
+        trees = self._layout.retrying(every_tree, self._layout)
+        named = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None] if wanted else None
+        return self._layout.retrying(verify_store, self._layout, trees, named)
+
+    def repair_stored(self, report: DistReport) -> str:
+        """Set a damaged stored distribution aside, so the trees composed from it (repaired next) install it
+        afresh: "ok" or "set aside"."""
+        from ._ops.repair import repair_stored
+
+        if report.ok:
+            return "ok"
+        with os_errors(self._layout.root, report):
+            return self._layout.retrying(repair_stored, self._layout, report, self.env)
 
     def repair(self, report: TreeReport) -> str:
         """Fix what ``verify`` found, under the tree's lock: re-record a whole tree or reinstall a broken one."""

@@ -109,6 +109,7 @@ def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, buil
     dropped) and compose ``target`` again from the store, by hard links; how many it stored. ``None`` (the tree stays
     as installed) when the installer did not say every distribution's artifact hash: it cannot be named in the
     store."""
+    from .._dstore.audit import fit
     from .._store.dists import scan
     from .._store.identity import canonical_name
     from .storing import publish
@@ -124,7 +125,7 @@ def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, buil
     made = split(target, os.path.join(scratch, "split"))
     stored = 0
     for dist, dist_info in planned:
-        if not _store.present(layout, dist):  # else the same artifact's files, stored before: this copy goes
+        if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
             publish(layout, dist, made[dist_info])
             stored += 1
     os.rename(target, os.path.join(scratch, "emptied"))  # only directories are left in it

@@ -24,6 +24,7 @@ from packaging.version import Version
 
 from .. import _log
 from .._dstore import store as _store
+from .._dstore.audit import fit
 from .._dstore.compose import read_only
 from .._dstore.identity import DistId
 from .._dstore.split import split
@@ -58,7 +59,8 @@ def store_missing(
 ) -> tuple[list[DistId], Built | None]:
     """Make every distribution of ``planned`` (each with its pinned line) stored; those this call installed, and
     its last installer run (``None`` if it needed none)."""
-    todo = sorted({dist: line for dist, line in planned if not _store.present(layout, dist)}.items())
+    # Each one hashed whole before it is linked into another tree: a changed one is set aside and installed afresh.
+    todo = sorted({dist: line for dist, line in planned if not fit(layout, dist)}.items())
     installed: list[DistId] = []
     built = None
     for turn in range(1, _ROUNDS + 1):
