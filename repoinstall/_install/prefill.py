@@ -71,8 +71,8 @@ def prefill(
             pinned += kept.lines
         else:
             unresolved.append((requested, tid))
-    if not pinned and not unresolved:
-        return Prefilled({}, {})
+    if not unresolved and len(items) < 2:
+        return Prefilled({}, {})  # one pinned tree: its own protocol stores what it lacks, in one run as here
     env = items[0][1].env
     what = f"{len(items)} trees" if len(items) > 1 else str(items[0][1])
     key = hashlib.sha256("\n".join(sorted(str(tid) for _, tid in items)).encode()).hexdigest()[:16]
