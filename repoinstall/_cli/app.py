@@ -378,7 +378,8 @@ def gc(
     *,
     opts: Options,
 ) -> None:
-    """Remove crashed installers' staging dirs, lock debris, set-aside trees and, on request, unused trees."""
+    """Remove crashed installers' staging dirs, lock debris, set-aside trees, stored distributions no tree holds
+    (older than --older-than and --stale-after) and, on request, unused trees."""
     _use_json(opts)
     _configure_log(opts)
     from .._options import parse_duration

@@ -19,6 +19,7 @@ publish; there is one per project name, and nothing else is left of a removed di
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 from .. import _log
@@ -36,6 +37,7 @@ class StoreCollection(Sweep):
 
     def store(self) -> None:
         """Every stored distribution no tree holds (and old enough, and whose lock is free) goes."""
+        self._recorded: tuple[float, Held] | None = None
         try:
             recorded = held(self.layout)
         except PermissionError as error:
@@ -92,9 +94,10 @@ class StoreCollection(Sweep):
 
         def step() -> None:
             # Looked at again under its lock: a tree composed since the first look links it now, and one whose
-            # record was written since names it.
+            # record was written since names it (the records read again at most once a second: gc of many
+            # distributions in a repo of many trees stays linear; a tree links its files before it is recorded).
             again = self._held_on_disk(parts, young)
-            if again is None and held(self.layout).holds(env, name, leaf):
+            if again is None and self._records_now().holds(env, name, leaf):
                 again = "a tree's record names it now"
             if again is not None:
                 _log.logger().info("kept %s: %s", path, again)
@@ -104,6 +107,13 @@ class StoreCollection(Sweep):
         kept = self._with_dist_lock(stored_lock_key(env, name, leaf), step)
         if kept is not None:
             _log.logger().info("kept %s: %s", path, kept)
+
+    def _records_now(self) -> Held:
+        """What the records name, read again if the last read is more than a second old."""
+        now = time.monotonic()
+        if self._recorded is None or now - self._recorded[0] > 1.0:
+            self._recorded = (now, held(self.layout))
+        return self._recorded[1]
 
     def _held_on_disk(self, parts: tuple[str, ...], young: float) -> str | None:
         """Why the stored distribution at ``parts`` is held by what is on disk (``None`` if it is not): it is
