@@ -35,9 +35,11 @@ from .sweep import Removal, Sweep, kind_at
 class StoreCollection(Sweep):
     """The store's part of a gc run (see the module's docstring)."""
 
+    #: What the records named when last read, and when (monotonic).
+    _recorded: tuple[float, Held]
+
     def store(self) -> None:
         """Every stored distribution no tree holds (and old enough, and whose lock is free) goes."""
-        self._recorded: tuple[float, Held] | None = None
         try:
             recorded = held(self.layout)
         except PermissionError as error:
@@ -48,6 +50,7 @@ class StoreCollection(Sweep):
                 error.filename or error,
             )
             return
+        self._recorded = (time.monotonic(), recorded)
         for env in self._subdirs((STORE,)):
             for name in self._subdirs((STORE, env)):
                 with self._dir((STORE, env, name)) as directory:
@@ -61,7 +64,7 @@ class StoreCollection(Sweep):
                     elif kind != _walk.DIR or split_leaf(leaf) is None:
                         self._leave_alone(path, f"not a stored distribution in {STORE}/: left alone")
                     elif not recorded.holds(env, name, leaf):
-                        self.stored_dist(env, name, leaf, recorded)
+                        self.stored_dist(env, name, leaf)
 
     def _subdirs(self, parts: tuple[str, ...]) -> list[str]:
         """The directories in ``parts`` (a symlink among them reported and left alone, hidden names skipped)."""
@@ -72,16 +75,20 @@ class StoreCollection(Sweep):
                 self._leave_alone(self.layout.path(*parts, name), f"a symlink in {parts[0]}/: left alone")
         return [name for name, kind in found if kind == _walk.DIR and not name.startswith(".")]
 
-    def stored_dist(self, env: str, name: str, leaf: str, recorded: Held) -> None:
+    def stored_dist(self, env: str, name: str, leaf: str) -> None:
         """Remove ``store/<env>/<name>/<leaf>``, which no record names, unless a tree links it, it is young, or
         its lock is held. Said as a :class:`Removal` when it goes; why it stays, in the log."""
         parts = (STORE, env, name, leaf)
         path = self.layout.path(*parts)
         # Invariant: a batch publishes a distribution into the store (a rename), then composes the trees that use
         # it (links), then publishes and records them. Between the first and the second step nothing links it
-        # and no record names it: only its age says it is wanted. A batch that stopped there for longer than the
-        # stale threshold has lost its staging dir to gc by the same rule (its heartbeat stopped), so its compose
-        # fails, and the tree is verified against its RECORDs before it is published: never published half.
+        # and no record names it: only its age says it is wanted, so it is kept while younger than the stale
+        # threshold (and --older-than). A batch stopped there for longer has lost its staging dir to gc by the
+        # same rule (its heartbeat stopped). Whatever gc takes from under a compose (that one, or a batch that
+        # found an old unheld distribution present just before gc took it) fails that compose: gc renames before
+        # it deletes, and compose checks that each stored dir is still at its path after walking it (so a tree is
+        # never published short of files). Installers taking the distribution's lock while they compose would
+        # spare them the failure.
         young = max(self.older_than, self.settings.stale_after)
         why = self._held_on_disk(parts, young)
         if why is not None:
@@ -111,7 +118,7 @@ class StoreCollection(Sweep):
     def _records_now(self) -> Held:
         """What the records name, read again if the last read is more than a second old."""
         now = time.monotonic()
-        if self._recorded is None or now - self._recorded[0] > 1.0:
+        if now - self._recorded[0] > 1.0:
             self._recorded = (now, held(self.layout))
         return self._recorded[1]
 
