@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import AbstractContextManager
 
+    from ._dstore.usage import StoreUsage
     from ._install.flight import SingleFlight
     from ._install.protocol import Outcome
     from ._ops.doctor import Finding
@@ -635,6 +636,13 @@ class Repo:
         from ._ops.listing import installed
 
         return self._layout.retrying(installed, self._layout)
+
+    def store_usage(self) -> StoreUsage:
+        """The store's figures, all environments: stored distributions, their bytes (each inode once), and the bytes
+        hard links save the trees (what the trees' files would take as copies minus what they take on disk)."""
+        from ._dstore.usage import usage
+
+        return self._layout.retrying(usage, self._layout)
 
 
 def _lock_request(path: str) -> Requested:

@@ -401,7 +401,8 @@ def gc(
     *,
     opts: Options,
 ) -> None:
-    """Remove crashed installers' staging dirs, lock debris, set-aside trees and, on request, unused trees."""
+    """Remove crashed installers' staging dirs, lock debris, set-aside trees, stored distributions no tree holds
+    (older than --older-than and --stale-after) and, on request, unused trees."""
     _use_json(opts)
     _configure_log(opts)
     from .._options import parse_duration
@@ -490,16 +491,20 @@ def remove(
 @app.command(epilog=EXIT_CODES, short_help="Probe the repo's filesystem for what repoinstall relies on.")
 @takes("repo", "as_json", "stale_after", "heartbeat")
 def doctor(*, opts: Options) -> None:
-    """Probe the repo's filesystem and say what repoinstall can rely on there; exit 1 where it cannot be safe."""
+    """Probe the repo's filesystem and say what repoinstall can rely on there; exit 1 where it cannot be safe.
+
+    With --json: {"repo", "findings": [{"check", "result", "ok", "consequence"}], "store": {"distributions",
+    "bytes", "tree_bytes", "bytes_saved"}} (bytes are file sizes, each inode once; see list)."""
     _use_json(opts)
     try:
         with Repo(repo_path(opts, announce=False), stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
             findings = store.doctor()
+            usage = store.store_usage() if opts.as_json else None
             root = store.path
     except RepoinstallError as error:
         _fail(error)
     if opts.as_json:
-        _print_json({"repo": root, "findings": [f.as_dict() for f in findings]})
+        _print_json({"repo": root, "findings": [f.as_dict() for f in findings], "store": usage and usage.as_dict()})
     else:
         for finding in findings:
             mark = "ok  " if finding.ok else "FAIL"
@@ -567,13 +572,18 @@ def export(
 @app.command("list", epilog=EXIT_CODES, short_help="List every installed tree in the repo (all environments).")
 @takes("repo", "as_json")
 def list_(*, opts: Options) -> None:
-    """List every installed tree in the repo (all environments)."""
+    """List every installed tree in the repo (all environments).
+
+    With --json: {"repo", "trees": [...], "store": {"distributions", "bytes", "tree_bytes", "bytes_saved"}}: the
+    distributions stored once each, their bytes (file sizes, each inode once), the trees' bytes as if each had
+    its own copies, and what hard links save of those."""
     from .._store.manifest import recorded_dists
 
     _use_json(opts)
     try:
         with Repo(repo_path(opts, announce=False)) as store:
             records = store.list()
+            usage = store.store_usage() if opts.as_json else None
             root = store.path
     except RepoinstallError as error:
         _fail(error)
@@ -602,7 +612,7 @@ def list_(*, opts: Options) -> None:
         for record, tree in records
     ]
     if opts.as_json:
-        _print_json({"repo": root, "trees": rows})
+        _print_json({"repo": root, "trees": rows, "store": usage and usage.as_dict()})
         return
     for record, path in records:
         extras = f"[{','.join(record.extras)}]" if record.extras else ""
