@@ -304,10 +304,11 @@ class Repo:
         """Store the distributions the ``missing`` trees need, in one resolution and one installer run (see
         :mod:`repoinstall._install.prefill`); each tree's closure, for those resolved here. Only a saving: whatever
         fails here is left to each tree's own install, which reports it."""
+        from ._dstore.store import used
         from ._install.prefill import prefill
 
         items = [(requested[i], tid) for i in missing if isinstance(tid := chosen[i], TreeId)]
-        if not items or (len(items) == 1 and not self._store_used(items[0][1].env)):
+        if not items or (len(items) == 1 and not used(self._layout, items[0][1].env)):
             return {}  # one tree into an empty store: its own installer run does it all at once
         try:
             with os_errors(self._layout.root, items[0][1]):
@@ -318,21 +319,6 @@ class Repo:
             _log.logger().debug("storing the batch first failed (%s); installing tree by tree", error)
             return {}
         return {tid: Prepared(done.closures.get(tid), done.stored.get(tid, 0)) for _, tid in items}
-
-    def _store_used(self, env: str) -> bool:
-        """Whether the store holds any distribution for ``env`` (then a single tree is resolved first, so that
-        only what the store lacks is installed)."""
-        from ._store import fs as _fs
-        from ._store.layout import STORE
-
-        root = self._layout.root_fd()
-        fd = None if root is None else _fs.open_dir(root, (STORE, env))
-        if fd is None:
-            return False
-        try:
-            return bool(os.listdir(fd))
-        finally:
-            os.close(fd)
 
     def _capture(
         self, requested: Requested, tid: Choice, prepared: Prepared = _NOTHING

@@ -65,3 +65,17 @@ def publish(layout: Layout, dist: DistId, staged: str) -> bool:
     finally:
         os.close(source)
         os.close(parent)
+
+
+def used(layout: Layout, env: str) -> bool:
+    """Whether the store holds anything for ``env`` (a cold store: nothing there to spare an installer)."""
+    from .._store.layout import STORE
+
+    root = layout.root_fd()
+    fd = None if root is None else _fs.open_dir(root, (STORE, env))
+    if fd is None:
+        return False
+    try:
+        return bool(os.listdir(fd))
+    finally:
+        os.close(fd)

@@ -30,14 +30,15 @@ from .._dstore.identity import DistId
 from .._dstore.requires import closure, requirements
 from .._errors import InstallError, InvalidRequirement
 from .._options import InstallOptions
+from .._requirements import Requested
 from .._store import closures as _closures
 from .._store.closures import Closure
 from .._store.identity import TreeId
 
 if TYPE_CHECKING:
-    from .._requirements import Requested
     from .._store.layout import Layout
     from .._store.locks import TreeLocks
+    from .staging import Staging
 
 #: The name of a batch's staging dir (its owner note says it is a batch, for gc and for people).
 _BATCH = "repoinstall-batch"
@@ -77,26 +78,109 @@ def prefill(
     what = f"{len(items)} trees" if len(items) > 1 else str(items[0][1])
     key = hashlib.sha256("\n".join(sorted(str(tid) for _, tid in items)).encode()).hexdigest()[:16]
     with Staging(layout, TreeId(env, f"{_BATCH}-{key}", Version("1")), locks.settings.heartbeat) as staging:
+        found: dict[TreeId, Closure] = {}
+        stored: list[DistId] = []
+        groups = _groups(unresolved)
+        if groups and not _store.used(layout, env):
+            # A cold store: nothing to spare, so the first group is resolved AND installed in one installer run.
+            whole = _whole(layout, locks, chosen, groups.pop(0), staging, what)
+            if whole is None:
+                return Prefilled({}, {})  # each tree installs on its own, as before the store
+            found, stored = whole
+            pinned += [line for closure in found.values() for line in closure.lines]
         resolutions: list[tuple[list[tuple[Requested, TreeId]], list[str]]] = []
-        for number, group in enumerate(_groups(unresolved)):
+        for number, group in enumerate(groups):
             # One resolution per group of distinct names (one cannot hold two versions of a project).
             scratch = os.path.join(staging.tmp, f"resolve-{number}")
             os.makedirs(scratch)
             resolutions.append((group, resolve(chosen, [tid.pin for _, tid in group], scratch, what) or []))
         planned = _planned(env, [*pinned, *(line for _, lines in resolutions for line in lines)])
-        if not planned:
-            return Prefilled({}, {})
         try:
-            stored, _ = store_missing(layout, locks, chosen, planned, staging.tmp, staging.scratch_file, what)
+            stored += store_missing(layout, locks, chosen, planned, staging.tmp, staging.scratch_file, what)[0]
         except InstallError as error:
             # Each tree's own install says what is wrong with it; this was only to save runs.
             _log.logger().debug("%s: storing them together failed (%s); one by one", what, str(error).splitlines()[0])
-            return Prefilled({}, {})
-        found: dict[TreeId, Closure] = {}
+            return Prefilled(found, _counted(layout, items, found, stored))
         for group, lines in resolutions:
             if lines:
                 found.update(_closures_of(layout, chosen, group, _planned(env, lines)))
         return Prefilled(found, _counted(layout, items, found, stored))
+
+
+def _whole(
+    layout: Layout,
+    locks: TreeLocks,
+    options: InstallOptions,
+    trees: list[tuple[Requested, TreeId]],
+    staging: Staging,
+    what: str,
+) -> tuple[dict[TreeId, Closure], list[DistId]] | None:
+    """Into a cold store: ``trees`` resolved and installed in ONE installer run (their pins as one local
+    metapackage, as a set installed together is), split by RECORD into the store, and each tree's closure read
+    off the stored distributions and kept, so every pod composes these trees from the same distributions. Under
+    one lock for this set of trees: a fleet of pods starting together with the same specs makes one run, the
+    others wait for its closures. ``None`` where the store cannot take them (an artifact without a hash)."""
+    from .._dstore.audit import fit
+    from .._dstore.split import split
+    from .._store.dists import scan
+    from .._store.identity import canonical_name
+    from .._store.layout import STORE_LOCKS
+    from .._store.lockkey import LockKey
+    from .backends.run import install
+    from .storing import publish
+    from .together import wheel
+
+    env = trees[0][1].env
+    pins = tuple(sorted(tid.pin for _, tid in trees))
+    key = hashlib.sha256("\n".join(pins).encode()).hexdigest()[:16]
+    batch = TreeId(env, f"{_BATCH}-{key}", Version("1"))
+
+    def kept() -> dict[TreeId, Closure] | None:
+        found = {tid: closure for _, tid in trees if (closure := _closures.read(layout, tid)) is not None}
+        return found if len(found) == len(trees) else None
+
+    lock = LockKey((STORE_LOCKS, env, _BATCH), key, f"{len(trees)} trees ({what})")
+    # The lock only saves duplicate work: a pod that runs this without it (no lock possible, a lost lease) stores
+    # the same artifacts' files, and each publish into the store is a rename that never replaces.
+    with locks.hold(lock, ready=lambda: kept() is not None, gone=lambda: True) as held:
+        if held.peer_finished or kept() is not None:
+            return kept() or {}, []  # a peer installed them while we waited: its closures, its stored files
+        scratch = os.path.join(staging.tmp, "whole")
+        os.makedirs(scratch)
+        combined = os.path.join(scratch, "combined")
+        path = staging.scratch_file(*wheel(batch, pins, summary="a batch installed by repoinstall"))
+        request = Requested(what, batch.name, (), batch.version, source="batch", members=pins)
+        built = install(options, combined, request, path, scratch, what)
+        hashes = {(canonical_name(a.name), _normal(a.version)): a for a in built.artifacts if a.sha256}
+        planned: list[tuple[DistId, str, str]] = []
+        for found in scan(combined):
+            if canonical_name(found.name) == batch.name:
+                continue  # the batch's own metapackage: nobody's distribution
+            artifact = hashes.get((canonical_name(found.name), _normal(found.version)))
+            if artifact is None or not artifact.url:
+                _log.logger().debug("%s: %s %s has no known artifact; not stored", what, found.name, found.version)
+                return None
+            line = f"{artifact.name} @ {artifact.url} --hash=sha256:{artifact.sha256}"
+            planned.append((DistId.of(env, found.name, found.version, artifact.sha256), line, found.dist_info))
+        made = split(combined, os.path.join(scratch, "split"))
+        stored = []
+        for dist, _, dist_info in planned:
+            if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
+                publish(layout, dist, made[dist_info])
+                stored.append(dist)
+        found_closures = _closures_of(layout, options, trees, sorted((dist, line) for dist, line, _ in planned))
+        for tid, closure in found_closures.items():
+            _closures.write(layout, tid, closure)  # the closure every pod installs this tree from
+        return found_closures, stored
+
+
+def _normal(version: str) -> str:
+    from packaging.version import InvalidVersion
+
+    try:
+        return str(Version(version))
+    except InvalidVersion:
+        return version
 
 
 def _groups(trees: Sequence[tuple[Requested, TreeId]]) -> list[list[tuple[Requested, TreeId]]]:

@@ -31,7 +31,6 @@ from .._dstore.split import split
 from .._errors import InstallError
 from .._options import InstallOptions
 from .._requirements import Requested
-from .._store.lockkey import LockKey
 
 if TYPE_CHECKING:
     from .._store.layout import Layout
@@ -41,11 +40,6 @@ if TYPE_CHECKING:
 #: Rounds of "lock what is missing, install what we hold": a peer that held a lock and then failed (or died)
 #: leaves its distributions missing, which the next round installs; more rounds than this is a fault to report.
 _ROUNDS = 3
-
-
-def lock_key(dist: DistId) -> LockKey:
-    """The key of a stored distribution's lock (its holder's note carries the version)."""
-    return LockKey(dist.lock_parts(), dist.leaf, str(dist), str(dist.version))
 
 
 def store_missing(
@@ -70,7 +64,7 @@ def store_missing(
             mine = []
             for dist, line in todo:  # in DistId order: never a circle of waits
                 # Its lock's state goes as it is released (unless a peer is in it): waiters ask the store, not it.
-                held = held_locks.enter_context(locks.hold(lock_key(dist), ready=_present(layout, dist), gone=_always))
+                held = held_locks.enter_context(locks.hold(dist.lock_key(), ready=_present(layout, dist), gone=_always))
                 if held.peer_finished or _store.present(layout, dist):
                     continue  # a peer stored it while we waited (the same artifact's files)
                 mine.append((dist, line))
