@@ -72,6 +72,10 @@ def test_trees_of_one_batch_share_each_distribution_and_install_it_once(
     assert not any(path.startswith("lib_three/") for path in in_0)  # only its own closure
     for tree in trees.values():
         assert all(not os.stat(tree / path).st_mode & 0o222 for path in inodes(tree))  # read-only files
+        directories = [tree, *(p for p in tree.rglob("*") if p.is_dir())]
+        assert all(not d.stat().st_mode & 0o222 for d in directories)  # and directories
+    stored = [p for p in (repo / "store").glob("*/*/*/**/*") if p.is_dir()]
+    assert stored and all(not d.stat().st_mode & 0o222 for d in stored)
     assert import_version(trees["uses-1"], "lib_three") == "1.0"
     assert run("verify", "--all", "--repo", repo).returncode == 0
 

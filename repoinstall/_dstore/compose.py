@@ -12,6 +12,7 @@ before the tree is published (it is composed in a private staging dir, published
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -84,10 +85,24 @@ def _still_stored(what: str, stored: str, fd: int) -> None:
         raise InstallError(f"{what}: taken out of the store (by gc) while a tree was composed from it; try again")
 
 
+def freeze(top: int) -> None:
+    """Make the open directory ``top`` and every directory below it read-only for everyone (write bits off,
+    nothing followed), once it is published: no worker adds a file to a tree or a stored distribution
+    (``__pycache__`` of ``python -O``, say). Its owner's gc, ``remove`` and repair make a directory writable
+    again as they take it apart (:func:`repoinstall._store.walk.owner_writes`). Best effort: a filesystem that
+    refuses it leaves it as is."""
+    import stat
+
+    with contextlib.suppress(OSError):
+        for _, _, _, fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) & ~0o222)
+
+
 def read_only(top: str) -> None:
     """Make every file below ``top`` read-only for everyone (0444 or 0555 for executables), so a tree's files,
-    links of the store's, can be changed by no worker. Directories stay writable by their owner: gc must be able
-    to take a tree or a stored distribution apart."""
+    links of the store's, can be changed by no worker. Its directories are made read-only once it is published
+    (:func:`freeze`): until then it is private, and renaming a directory needs write permission on it."""
     fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         for entry in _walk.walk(fd):

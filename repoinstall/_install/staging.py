@@ -169,9 +169,17 @@ class Staging:
                 raise self.lost_error()
             assert parent is not None
             try:
-                return publish(parent, f"{self.name}/{TREE}", trees, self._tid.leaf)
+                published = publish(parent, f"{self.name}/{TREE}", trees, self._tid.leaf)
             except FileNotFoundError:
                 raise self.lost_error() from None
+            if published and (tree := _fs.open_dir(trees, (self._tid.leaf,))) is not None:
+                from .._dstore.compose import freeze
+
+                try:
+                    freeze(tree)  # immutable from here: directories too
+                finally:
+                    os.close(tree)
+            return published
         finally:
             os.close(trees)
             if parent is not None:

@@ -25,12 +25,13 @@ from packaging.version import Version
 from .. import _log
 from .._dstore import store as _store
 from .._dstore.audit import fit
-from .._dstore.compose import read_only
+from .._dstore.compose import freeze, read_only
 from .._dstore.identity import DistId
 from .._dstore.split import split
 from .._errors import InstallError
 from .._options import InstallOptions
 from .._requirements import Requested
+from .._store import fs as _fs
 
 if TYPE_CHECKING:
     from .._store.layout import Layout
@@ -130,6 +131,14 @@ def publish(layout: Layout, dist: DistId, staged: str) -> None:
     read_only(staged)
     if not _store.publish(layout, dist, staged):
         _log.logger().debug("%s: a peer stored it first; using theirs", dist)
+        return
+    root = layout.root_fd()
+    fd = None if root is None else _fs.open_dir(root, dist.parts())
+    if fd is not None:
+        try:
+            freeze(fd)
+        finally:
+            os.close(fd)
 
 
 def _staged_of(made: dict[str, str], dist: DistId) -> str:
