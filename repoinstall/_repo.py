@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar, overload
 
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import AbstractContextManager
+
+    from packaging.version import Version
 
     from ._dstore.usage import StoreUsage
     from ._install.flight import SingleFlight
@@ -312,13 +314,19 @@ class Repo:
             return {}  # one tree into an empty store: its own installer run does it all at once
         try:
             with os_errors(self._layout.root, items[0][1]):
-                done = self._layout.retrying(prefill, self._layout, self._tree_locks(), self._install_options, items)
+                done = self._layout.retrying(
+                    prefill, self._layout, self._tree_locks(), self._install_options, items, self._newest
+                )
         except Interrupted:
             raise
         except RepoinstallError as error:
             _log.logger().debug("storing the batch first failed (%s); installing tree by tree", error)
             return {}
         return {tid: Prepared(done.closures.get(tid), done.stored.get(tid, 0)) for _, tid in items}
+
+    def _newest(self, specs: Sequence[Requested]) -> list[Version | ResolutionError]:
+        """The newest version the index offers for each spec (as the chooser asks for a tree's own version)."""
+        return self._chooser._make_resolver().resolve(specs)
 
     def _capture(
         self, requested: Requested, tid: Choice, prepared: Prepared = _NOTHING

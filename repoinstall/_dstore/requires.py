@@ -14,6 +14,7 @@ from email.parser import HeaderParser
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 
 from .._store.dists import scan
 from .._store.identity import canonical_name
@@ -34,10 +35,12 @@ def requirements(stored: str) -> list[Requirement] | None:
 
 def closure(
     root: str, extras: Iterable[str], needs: Mapping[str, list[Requirement]], environment: Mapping[str, str]
-) -> set[str] | None:
+) -> dict[str, SpecifierSet] | None:
     """The canonical names the tree of ``root[extras]`` holds, within the resolved set whose ``needs`` are each
-    member's requirements (by canonical name); ``None`` if a requirement of the tree names nothing in the set."""
+    member's requirements (by canonical name), each with what the tree's own requirements ask of it (its root:
+    nothing); ``None`` if a requirement of the tree names nothing in the set."""
     held: dict[str, set[str]] = {}  # name -> the extras followed for it ("": its base requirements)
+    asked: dict[str, SpecifierSet] = {canonical_name(root): SpecifierSet()}
     todo = [(canonical_name(root), {""} | {canonical_name(e) for e in extras})]
     while todo:
         name, contexts = todo.pop()
@@ -50,8 +53,10 @@ def closure(
         followed |= new
         for requirement in needs[name]:
             if any(_applies(requirement, environment, extra) for extra in new):
-                todo.append((canonical_name(requirement.name), {""} | {canonical_name(e) for e in requirement.extras}))
-    return set(held)
+                wanted = canonical_name(requirement.name)
+                asked[wanted] = asked.get(wanted, SpecifierSet()) & requirement.specifier
+                todo.append((wanted, {""} | {canonical_name(e) for e in requirement.extras}))
+    return {name: asked.get(name, SpecifierSet()) for name in held}
 
 
 def _applies(requirement: Requirement, environment: Mapping[str, str], extra: str) -> bool:

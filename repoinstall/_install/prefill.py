@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.version import Version
@@ -28,7 +28,7 @@ from .. import _log
 from .._dstore import store as _store
 from .._dstore.identity import DistId
 from .._dstore.requires import closure, requirements
-from .._errors import InstallError, InvalidRequirement
+from .._errors import InstallError, InvalidRequirement, RepoinstallError
 from .._options import InstallOptions
 from .._requirements import Requested
 from .._store import closures as _closures
@@ -36,6 +36,8 @@ from .._store.closures import Closure
 from .._store.identity import TreeId
 
 if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
+
     from .._store.layout import Layout
     from .._store.locks import TreeLocks
     from .staging import Staging
@@ -53,7 +55,11 @@ class Prefilled(NamedTuple):
 
 
 def prefill(
-    layout: Layout, locks: TreeLocks, options: InstallOptions | None, items: Sequence[tuple[Requested, TreeId]]
+    layout: Layout,
+    locks: TreeLocks,
+    options: InstallOptions | None,
+    items: Sequence[tuple[Requested, TreeId]],
+    versions: Newest | None = None,
 ) -> Prefilled:
     """Store what the trees ``items`` need (see above); their closures, for the trees resolved here."""
     from .resolve import resolve
@@ -83,7 +89,7 @@ def prefill(
         groups = _groups(unresolved)
         if groups and not _store.used(layout, env):
             # A cold store: nothing to spare, so the first group is resolved AND installed in one installer run.
-            whole = _whole(layout, locks, chosen, groups.pop(0), staging, what)
+            whole = _whole(layout, locks, chosen, groups.pop(0), staging, what, versions)
             if whole is None:
                 return Prefilled({}, {})  # each tree installs on its own, as before the store
             found, stored = whole
@@ -103,7 +109,7 @@ def prefill(
             return Prefilled(found, _counted(layout, items, found, stored))
         for group, lines in resolutions:
             if lines:
-                found.update(_closures_of(layout, chosen, group, _planned(env, lines)))
+                found.update(_closures_of(layout, chosen, group, _planned(env, lines), versions))
         return Prefilled(found, _counted(layout, items, found, stored))
 
 
@@ -114,6 +120,7 @@ def _whole(
     trees: list[tuple[Requested, TreeId]],
     staging: Staging,
     what: str,
+    versions: Newest | None,
 ) -> tuple[dict[TreeId, Closure], list[DistId]] | None:
     """Into a cold store: ``trees`` resolved and installed in ONE installer run (their pins as one local
     metapackage, as a set installed together is), split by RECORD into the store, and each tree's closure read
@@ -168,7 +175,8 @@ def _whole(
             if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
                 publish(layout, dist, made[dist_info])
                 stored.append(dist)
-        found_closures = _closures_of(layout, options, trees, sorted((dist, line) for dist, line, _ in planned))
+        resolved = sorted((dist, line) for dist, line, _ in planned)
+        found_closures = _closures_of(layout, options, trees, resolved, versions)
         for tid, closure in found_closures.items():
             _closures.write(layout, tid, closure)  # the closure every pod installs this tree from
         return found_closures, stored
@@ -181,6 +189,23 @@ def _normal(version: str) -> str:
         return str(Version(version))
     except InvalidVersion:
         return version
+
+
+#: Asks the index for the newest version of each spec, as the chooser does for a tree's own version.
+Newest = Callable[[Sequence[Requested]], Sequence[object]]
+
+
+def _newest(asked: list[tuple[TreeId, dict[str, SpecifierSet]]], versions: Newest) -> dict[tuple[str, str], object]:
+    """The newest version the index offers for what each tree asks of each of its distributions (its own pin
+    aside): what that tree alone would get."""
+    from .._requirements import parse_spec
+
+    questions = sorted({(name, str(spec)) for tid, names in asked for name, spec in names.items() if name != tid.name})
+    try:
+        answers = versions([parse_spec(f"{name}{spec}", source="batch") for name, spec in questions])
+    except RepoinstallError:
+        return {}
+    return dict(zip(questions, answers, strict=True))
 
 
 def _groups(trees: Sequence[tuple[Requested, TreeId]]) -> list[list[tuple[Requested, TreeId]]]:
@@ -233,6 +258,7 @@ def _closures_of(
     options: InstallOptions,
     trees: Sequence[tuple[Requested, TreeId]],
     planned: list[tuple[DistId, str]],
+    versions: Newest | None,
 ) -> dict[TreeId, Closure]:
     """Each tree's part of the batch's resolution, by the stored distributions' requirements."""
     from .markerenv import marker_environment
@@ -246,10 +272,21 @@ def _closures_of(
     if environment is None or len(needs) != len(planned):
         return {}  # one name twice in one resolution, or no marker values: each tree resolves on its own
     by_name = {dist.name: (dist, line) for dist, line in planned}
+    asked = [(tid, names) for _, tid in trees if (names := closure(tid.name, tid.extras, needs, environment))]
+    newest = _newest(asked, versions) if versions is not None else {}
     found_closures: dict[TreeId, Closure] = {}
-    for _, tid in trees:
-        names = closure(tid.name, tid.extras, needs, environment)
-        if names is None:
+    for tid, names in asked:
+        behind = [
+            name for name, specifier in names.items()
+            if versions is not None and name != tid.name
+            and newest.get((name, str(specifier))) != by_name[name][0].version
+        ]  # fmt: skip
+        if behind:
+            # Another tree of the batch held a shared distribution back: alone, this tree would hold a newer one.
+            # A tree's content must not depend on what it was installed beside: it is resolved on its own.
+            _log.logger().info(
+                "%s: resolved with its batch it would hold an older %s; resolving it alone", tid, behind[0]
+            )
             continue
         held = [by_name[name] for name in sorted(names)]
         found_closures[tid] = Closure(
