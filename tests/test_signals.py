@@ -151,7 +151,7 @@ def _assert_clean(repo: Path, pod: Pod, ended: Ended) -> None:
     if not repo.exists():
         return  # stopped before anything was installed
     left = [*(repo / "staging").glob("*/*"), *(repo / "trash").glob("*")]
-    assert left == [], left
+    assert left == [], (left, ended.err[-4000:])
     assert list((repo / "locks").rglob("*.owner")) == []  # an owner note says "held"
     with Repo(repo) as store:
         assert [info.tid for info in store.locks() if info.held] == []

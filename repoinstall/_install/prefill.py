@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.version import Version
 
-from .. import _log
+from .. import _log, _stop
 from .._dstore import store as _store
 from .._dstore.identity import DistId
 from .._dstore.requires import closure, requirements
@@ -62,6 +62,7 @@ def prefill(
     versions: Newest | None = None,
 ) -> Prefilled:
     """Store what the trees ``items`` need (see above); their closures, for the trees resolved here."""
+    from .preflight import refuse_obstacles
     from .resolve import resolve
     from .staging import Staging
     from .storing import store_missing
@@ -70,6 +71,11 @@ def prefill(
     pinned: list[str] = []
     unresolved: list[tuple[Requested, TreeId]] = []
     for requested, tid in items:
+        _stop.check()  # a batch of thousands: a stop lands here, not after every one was looked at
+        try:
+            refuse_obstacles(layout, tid, locking=locks.settings.enabled)
+        except RepoinstallError:
+            continue  # its own protocol says so in one line, before any installer runs for it
         if requested.locked:
             pinned += requested.locked
         elif requested.members or requested.hashes:
@@ -212,11 +218,14 @@ def _groups(trees: Sequence[tuple[Requested, TreeId]]) -> list[list[tuple[Reques
     """``trees`` in as few groups as hold each project name once (several versions of one adaptor: one group
     per version)."""
     groups: list[list[tuple[Requested, TreeId]]] = []
+    names: list[set[str]] = []
     for item in trees:
-        group = next((g for g in groups if all(tid.name != item[1].name for _, tid in g)), None)
-        if group is None:
-            groups.append(group := [])
-        group.append(item)
+        number = next((n for n, held in enumerate(names) if item[1].name not in held), len(groups))
+        if number == len(groups):
+            groups.append([])
+            names.append(set())
+        groups[number].append(item)
+        names[number].add(item[1].name)
     return groups
 
 

@@ -83,11 +83,14 @@ def _runs(mine: Sequence[tuple[DistId, str]]) -> list[list[tuple[DistId, str]]]:
     """``mine`` in as few installer runs as hold each project once (one ``--target`` dir cannot hold two versions
     of one project): one run, unless the batch wants several versions of something."""
     runs: list[list[tuple[DistId, str]]] = []
+    names: list[set[str]] = []
     for item in mine:
-        run = next((r for r in runs if all(dist.name != item[0].name for dist, _ in r)), None)
-        if run is None:
-            runs.append(run := [])
-        run.append(item)
+        number = next((n for n, held in enumerate(names) if item[0].name not in held), len(runs))
+        if number == len(runs):
+            runs.append([])
+            names.append(set())
+        runs[number].append(item)
+        names[number].add(item[0].name)
     return runs
 
 
