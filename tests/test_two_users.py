@@ -132,6 +132,14 @@ def test_a_second_uid_copies_the_stored_files_it_may_not_link(tmp_path: Path, in
     for tree, module in ((tree_x, "adaptor_x"), (tree_lock, "adaptor_b"), (tree_b, "adaptor_b")):
         assert import_version(tree, module) == "1.0" and import_version(tree, "dep_c") == "1.0"
     assert {"store": ownership(dep_c), "tree": ownership(tree_b)} == before  # nothing of 1001's changed
+
+    # Another version of a project 1001 stored first: 1002 stores it beside 1001's, in 1001's project dir.
+    for uid, version in ((1001, "1.0"), (1002, "1.1")):
+        done = as_user(uid, *ensure_args(repo, index.url, f"adaptor-a=={version}"))
+        assert done.returncode == 0, done.stderr
+        assert import_version(json.loads(done.stdout)["packages"][0]["path"], "adaptor_a") == version
+    versions = sorted(key.split("/")[1].rsplit("-", 1)[0] for key in stored(repo) if key.startswith("adaptor-a/"))
+    assert versions == ["1", "1.1"]  # canonical versions: 1.0 is "1"
     assert_store_whole(repo)
     for uid in (1001, 1002):
         verify = as_user(uid, "verify", "--repo", repo)
