@@ -36,6 +36,8 @@ def build(directory: Path) -> None:
         make_wheel(directory, name, "1.0", requires=needs, modules=MODULES)
     for name in LIBRARIES:
         make_wheel(directory, name, "1.0", modules=MODULES)
+    # A new version of one adaptor over the same libraries (the fleet benchmark's last line).
+    make_wheel(directory, PACKAGES[0], "1.1", requires=(f"{LIBRARIES[0]}>=1", f"{LIBRARIES[1]}>=1"), modules=MODULES)
 
 
 def machine() -> str:

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from common import (
+    LIBRARIES,
+    PACKAGES,
     SPECS,
     check_target,
     ensure_command,
@@ -40,6 +42,8 @@ class Fleet(NamedTuple):
     cpu: float
     runs: int
     broken: int
+    #: Distributions installed (into the store, summed over the pods; for a baseline, each pod's whole closure).
+    dists: int = 0
 
 
 def repoinstall_fleet(index: str, work: Path, pods: int, installer: str) -> Fleet:
@@ -47,7 +51,7 @@ def repoinstall_fleet(index: str, work: Path, pods: int, installer: str) -> Flee
     repo = work / "repo"
     commands = [ensure_command(repo, index, *SPECS, installer=installer) for _ in range(pods)]
     ran = run_together(commands, [pod_env(work / f"cache-{n}") for n in range(pods)])
-    runs = 0
+    runs = dists = 0
     failed = 0
     for code, out, err in zip(ran.codes, ran.outputs, ran.errors, strict=True):
         if code != 0:
@@ -55,10 +59,21 @@ def repoinstall_fleet(index: str, work: Path, pods: int, installer: str) -> Flee
             print(f"  a pod failed ({code}): {err.strip().splitlines()[-1:]}", file=sys.stderr)
             continue
         runs += sum(p["action"] == "installed" for p in json.loads(out)["packages"])
+        dists += sum(_dists_installed(p) for p in json.loads(out)["packages"])
     with Repo(repo) as opened:
         reports = opened.verify()
     broken = failed + sum(not r.ok for r in reports) + (len(reports) != len(SPECS))
-    return Fleet(ran.seconds, ran.cpu, runs, broken)
+    return Fleet(ran.seconds, ran.cpu, runs, broken, dists)
+
+
+def _dists_installed(package: dict[str, object]) -> int:
+    """What one ensure installed: its ``stored`` count, or (a repoinstall before the store) every distribution of
+    a tree it installed."""
+    if "stored" in package:
+        return int(str(package["stored"]))
+    if package["action"] != "installed":
+        return 0
+    return len(list(Path(str(package["path"])).glob("*.dist-info")))
 
 
 def baseline_fleet(index: str, work: Path, pods: int, upgrade: bool) -> Fleet:
@@ -78,7 +93,7 @@ def baseline_fleet(index: str, work: Path, pods: int, upgrade: bool) -> Fleet:
             print(f"  baseline N={pods}: a pod failed ({code}): {err.strip().splitlines()[-1:]}", file=sys.stderr)
     if found.broken:
         print(f"  baseline N={pods}: shared directory {found}", file=sys.stderr)
-    return Fleet(ran.seconds, ran.cpu, pods, failed + found.broken)
+    return Fleet(ran.seconds, ran.cpu, pods, failed + found.broken, pods * (len(PACKAGES) + len(LIBRARIES)))
 
 
 def median(fleets: list[Fleet]) -> Fleet:
@@ -87,6 +102,7 @@ def median(fleets: list[Fleet]) -> Fleet:
         statistics.median(f.cpu for f in fleets),
         max(f.runs for f in fleets),
         sum(f.broken for f in fleets),
+        max(f.dists for f in fleets),
     )
 
 
@@ -113,21 +129,37 @@ def main() -> None:
                     naive.append(baseline_fleet(server.simple, work / "naive", pods, upgrade=False))
                     upgrading.append(baseline_fleet(server.simple, work / "upgrade", pods, upgrade=True))
                 rows[pods] = median(ours), median(naive), median(upgrading)
+            upgrade = ensure_command(Path(tmp, "1-0", "ours", "repo"), server.simple, f"{PACKAGES[0]}==1.1",
+                                     installer=args.installer)  # fmt: skip
+            ran = run_together([upgrade], [pod_env(Path(tmp, "upgrade-cache"))])
+            new_version = sum(_dists_installed(p) for p in json.loads(ran.outputs[0])["packages"])
         finally:
             server.stop()
     print(
         f"\n{'':>4} | {'repoinstall ensure':^36} | {'pip install --target':^22} | {'... --upgrade':^22}\n"
-        f"{'pods':>4} | {'wall s':>7} {'cpu s':>6} {'installer runs':>14} {'broken':>6} | "
+        f"{'pods':>4} | {'wall s':>7} {'cpu s':>6} {'trees':>5} {'dists':>5} {'broken':>6} | "
         f"{'wall s':>7} {'cpu s':>6} {'broken':>6} | {'wall s':>7} {'cpu s':>6} {'broken':>6}"
     )
     for pods, (ours_row, naive_row, upgrade_row) in rows.items():
         print(
-            f"{pods:>4} | {ours_row.seconds:>7.2f} {ours_row.cpu:>6.1f} {ours_row.runs:>14} {ours_row.broken:>6} | "
+            f"{pods:>4} | {ours_row.seconds:>7.2f} {ours_row.cpu:>6.1f} {ours_row.runs:>5} {ours_row.dists:>5} "
+            f"{ours_row.broken:>6} | "
             f"{naive_row.seconds:>7.2f} {naive_row.cpu:>6.1f} {naive_row.broken:>6} | "
             f"{upgrade_row.seconds:>7.2f} {upgrade_row.cpu:>6.1f} {upgrade_row.broken:>6}"
         )
+    distinct = len(PACKAGES) + len(LIBRARIES)
     runs_ok = all(row[0].runs == len(SPECS) and row[0].broken == 0 for row in rows.values())
-    print(f"installer runs = {len(SPECS)} for every N, none broken: {'ok' if runs_ok else 'MISSED'}")
+    print(f"trees installed = {len(SPECS)} for every N, none broken: {'ok' if runs_ok else 'MISSED'}")
+    dists_ok = all(row[0].dists == distinct for row in rows.values())
+    shown = ", ".join(f"N={pods}: {row[0].dists}" for pods, row in rows.items())
+    print(
+        f"distributions installed = {distinct} (the distinct ones; 15 before the store) for every N: {shown}: "
+        f"{'ok' if dists_ok else 'MISSED'}"
+    )
+    print(
+        f"a new version of one adaptor, its libraries stored: {new_version} distribution(s) installed (target 1): "
+        f"{'ok' if new_version == 1 else 'MISSED'}"
+    )
     largest = max(rows)
     ratio = rows[largest][0].seconds / rows[1][0].seconds
     print(f"wall N={largest} / N=1: {ratio:.2f} (target <= 1.2 for N=8): {'ok' if ratio <= 1.2 else 'MISSED'}")

@@ -30,20 +30,24 @@ from ._repo import Repo
 from ._results import EnsureResult, Event
 
 if TYPE_CHECKING:
+    from ._dstore.usage import StoreUsage
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
     from ._ops.remove import Removed
+    from ._ops.storeverify import DistReport
     from ._ops.verify import TreeReport
     from ._store.manifest import TreeEntry
 
-#: What verify, gc, remove, locks, doctor and list return: importable from here, loaded on first use (the warm path
-#: never needs them).
+#: What verify, gc, remove, locks, doctor, list and store_usage return: importable from here, loaded on first use
+#: (the warm path never needs them).
 _LAZY = {
+    "DistReport": "._ops.storeverify",
     "Finding": "._ops.doctor",
     "LockInfo": "._ops.lockinfo",
     "Removal": "._ops.gc",
     "Removed": "._ops.remove",
+    "StoreUsage": "._dstore.usage",
     "TreeEntry": "._store.manifest",
     "TreeReport": "._ops.verify",
 }
@@ -59,6 +63,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ActivationConflict",
+    "DistReport",
     "EnsureResult",
     "Event",
     "Finding",
@@ -78,6 +83,7 @@ __all__ = [
     "RepoinstallError",
     "RequirementsFileError",
     "ResolutionError",
+    "StoreUsage",
     "TreeEntry",
     "TreeReport",
     "TreesConflict",

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar, overload
 
 from . import _log
 from ._choose import Choice, Chooser
@@ -26,18 +26,32 @@ if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import AbstractContextManager
 
+    from ._dstore.usage import StoreUsage
     from ._install.flight import SingleFlight
     from ._install.protocol import Outcome
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
     from ._ops.remove import Removed
+    from ._ops.storeverify import DistReport
     from ._ops.verify import TreeReport
     from ._options import InstallOptions
+    from ._store.closures import Closure
     from ._store.locks import TreeLocks
     from ._store.manifest import TreeEntry
 
 R = TypeVar("R")
+
+
+class Prepared(NamedTuple):
+    """What storing a batch first did for one of its trees: its closure, if resolved there, and how many
+    distributions it installed that this tree is the first of the batch to hold."""
+
+    closure: Closure | None = None
+    stored: int = 0
+
+
+_NOTHING = Prepared()
 
 
 class Repo:
@@ -153,7 +167,10 @@ class Repo:
         chosen = _raise_bad_input(self._chooser.choose(requested))
         outcomes, missing = self._settled(requested, chosen)
         if missing:
-            done = self._installing([partial(self._capture, requested[i], chosen[i]) for i in missing])
+            prepared = self._installing([partial(self._prefill, requested, chosen, missing)])[0]
+            done = self._installing(
+                [partial(self._capture, requested[i], chosen[i], prepared.get(chosen[i], _NOTHING)) for i in missing]
+            )
             for index, outcome in zip(missing, done, strict=True):
                 outcomes[index] = outcome
         return _gathered([o for o in outcomes if o is not None], return_exceptions)
@@ -196,7 +213,8 @@ class Repo:
             return self._skipped(requested)
         if in_use(self._layout, tid):
             return self._result(requested, tid, "present")  # the warm path: on this thread, as before
-        return self._installing([partial(self._ensure, requested, tid)])[0]
+        prepared = self._installing([partial(self._prefill, [requested], [tid], [0])])[0]
+        return self._installing([partial(self._ensure, requested, tid, prepared.get(tid, _NOTHING))])[0]
 
     def ensure_together(self, specs: Iterable[Requested | str]) -> EnsureResult:
         """Make sure one tree holds all of ``specs`` and their dependencies, resolved by the installer in one
@@ -263,7 +281,16 @@ class Repo:
         if missing:
             from ._batch import Batch
 
-            batch = Batch([partial(self._capture, requested[i], chosen[i]) for i in missing], self.jobs)
+            first = Batch([partial(self._prefill, requested, chosen, missing)], 1)
+            try:
+                prepared = (await first.arun())[0]
+            except BaseException:
+                self._left_running = self._left_running or first.alive()
+                raise
+            batch = Batch(
+                [partial(self._capture, requested[i], chosen[i], prepared.get(chosen[i], _NOTHING)) for i in missing],
+                self.jobs,
+            )
             try:
                 done = await batch.arun()
             except BaseException:
@@ -273,13 +300,49 @@ class Repo:
                 outcomes[index] = outcome
         return _gathered([o for o in outcomes if o is not None], return_exceptions)
 
-    def _capture(self, requested: Requested, tid: Choice) -> EnsureResult | RepoinstallError:
+    def _prefill(self, requested: list[Requested], chosen: list[Choice], missing: list[int]) -> dict[Choice, Prepared]:
+        """Store the distributions the ``missing`` trees need, in one resolution and one installer run (see
+        :mod:`repoinstall._install.prefill`); each tree's closure, for those resolved here. Only a saving: whatever
+        fails here is left to each tree's own install, which reports it."""
+        from ._install.prefill import prefill
+
+        items = [(requested[i], tid) for i in missing if isinstance(tid := chosen[i], TreeId)]
+        if not items or (len(items) == 1 and not self._store_used(items[0][1].env)):
+            return {}  # one tree into an empty store: its own installer run does it all at once
         try:
-            return self._ensure(requested, _raise(tid))
+            with os_errors(self._layout.root, items[0][1]):
+                done = self._layout.retrying(prefill, self._layout, self._tree_locks(), self._install_options, items)
+        except Interrupted:
+            raise
+        except RepoinstallError as error:
+            _log.logger().debug("storing the batch first failed (%s); installing tree by tree", error)
+            return {}
+        return {tid: Prepared(done.closures.get(tid), done.stored.get(tid, 0)) for _, tid in items}
+
+    def _store_used(self, env: str) -> bool:
+        """Whether the store holds any distribution for ``env`` (then a single tree is resolved first, so that
+        only what the store lacks is installed)."""
+        from ._store import fs as _fs
+        from ._store.layout import STORE
+
+        root = self._layout.root_fd()
+        fd = None if root is None else _fs.open_dir(root, (STORE, env))
+        if fd is None:
+            return False
+        try:
+            return bool(os.listdir(fd))
+        finally:
+            os.close(fd)
+
+    def _capture(
+        self, requested: Requested, tid: Choice, prepared: Prepared = _NOTHING
+    ) -> EnsureResult | RepoinstallError:
+        try:
+            return self._ensure(requested, _raise(tid), prepared)
         except RepoinstallError as error:
             return error
 
-    def _ensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
+    def _ensure(self, requested: Requested, tid: TreeId | None, prepared: Prepared = _NOTHING) -> EnsureResult:
         if tid is None:
             return self._skipped(requested)
         if in_use(self._layout, tid):
@@ -287,7 +350,9 @@ class Repo:
         # Threads of this process asking for the same tree share one install before touching the file lock.
         while True:
             try:
-                outcome, shared = self._single_flight().run(tid, partial(self._install, requested, tid))
+                outcome, shared = self._single_flight().run(
+                    tid, partial(self._install, requested, tid, prepared.closure)
+                )
                 break
             except Interrupted:
                 from . import _stop
@@ -296,7 +361,8 @@ class Repo:
                     raise
                 # The install this thread shared was stopped with its own caller's batch, not ours: run it anew.
         action = "waited" if shared else outcome.action
-        return self._result(requested, tid, action, outcome.waited, outcome.installing)
+        stored = prepared.stored + (0 if shared else outcome.stored)
+        return self._result(requested, tid, action, outcome.waited, outcome.installing, stored)
 
     async def _aensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
         import asyncio
@@ -322,7 +388,7 @@ class Repo:
             return result
         return self._result(requested, tid, "waited", time.monotonic() - started)
 
-    def _install(self, requested: Requested, tid: TreeId) -> Outcome:
+    def _install(self, requested: Requested, tid: TreeId, resolved: Closure | None = None) -> Outcome:
         from ._install.protocol import ensure_tree
 
         self._emit(Event("start", str(tid)))
@@ -331,7 +397,7 @@ class Repo:
             # A handle gone stale mid-protocol (another NFS client replaced what it named) unwinds this run like a
             # crash would (staging removed, lock released) and runs the protocol again from fresh lookups.
             outcome = self._layout.retrying(
-                ensure_tree, self._layout, self._tree_locks(), self._install_options, requested, tid
+                ensure_tree, self._layout, self._tree_locks(), self._install_options, requested, tid, resolved
             )
         seconds = time.monotonic() - started
         self._emit(Event("done", str(tid), outcome.action, seconds))
@@ -375,11 +441,19 @@ class Repo:
         return EnsureResult(requested.text, requested.name, None, None, "skipped")
 
     def _result(
-        self, requested: Requested, tid: TreeId, action: Action, waited: float = 0.0, installing: float = 0.0
+        self,
+        requested: Requested,
+        tid: TreeId,
+        action: Action,
+        waited: float = 0.0,
+        installing: float = 0.0,
+        stored: int = 0,
     ) -> EnsureResult:
         self._emit(Event("ensured", str(tid), action, waited + installing, requested.text, waited, installing))
         path = self._layout.tree_path(tid)
-        return EnsureResult(requested.text, tid.name, tid.version_text, path, action, tid.extras, waited, installing)
+        return EnsureResult(
+            requested.text, tid.name, tid.version_text, path, action, tid.extras, waited, installing, stored
+        )
 
     def _emit(self, event: Event) -> None:
         if self._on_event is not None:
@@ -450,6 +524,7 @@ class Repo:
     def verify(self, specs: Iterable[Requested | str] = ()) -> list[TreeReport]:
         """Verify the trees for ``specs`` file by file, or every tree in the repo (all environments) if none."""
         from ._ops.verify import every_tree, verify
+        from ._store.dists import Hashed
 
         wanted = [_parsed(s) for s in specs]
         self._layout.existing_fd()
@@ -457,7 +532,30 @@ class Repo:
             tids = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None]
         else:
             tids = self._layout.retrying(every_tree, self._layout)
-        return [self._layout.retrying(verify, self._layout, tid) for tid in tids]
+        hashed: Hashed = {}  # a file the store links into many trees is hashed once
+        return [self._layout.retrying(verify, self._layout, tid, hashed) for tid in tids]
+
+    def verify_store(self, specs: Iterable[Requested | str] = ()) -> list[DistReport]:
+        """Verify the stored distributions the trees for ``specs`` are composed from, or the whole store if none;
+        each report names the trees whose records name it."""
+        from ._ops.storeverify import verify_store
+        from ._ops.verify import every_tree
+
+        wanted = [_parsed(s) for s in specs]
+        self._layout.existing_fd()
+        trees = self._layout.retrying(every_tree, self._layout)
+        named = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None] if wanted else None
+        return self._layout.retrying(verify_store, self._layout, trees, named)
+
+    def repair_stored(self, report: DistReport) -> str:
+        """Set a damaged stored distribution aside, so the trees composed from it (repaired next) install it
+        afresh: "ok" or "set aside"."""
+        from ._ops.repair import repair_stored
+
+        if report.ok:
+            return "ok"
+        with os_errors(self._layout.root, report):
+            return self._layout.retrying(repair_stored, self._layout, report, self.env)
 
     def repair(self, report: TreeReport) -> str:
         """Fix what ``verify`` found, under the tree's lock: re-record a whole tree or reinstall a broken one."""
@@ -538,6 +636,13 @@ class Repo:
         from ._ops.listing import installed
 
         return self._layout.retrying(installed, self._layout)
+
+    def store_usage(self) -> StoreUsage:
+        """The store's figures, all environments: stored distributions, their bytes (each inode once), and the bytes
+        hard links save the trees (what the trees' files would take as copies minus what they take on disk)."""
+        from ._dstore.usage import usage
+
+        return self._layout.retrying(usage, self._layout)
 
 
 def _lock_request(path: str) -> Requested:

@@ -18,6 +18,8 @@ class EnsureResult(NamedTuple):
     extras: tuple[str, ...] = ()
     seconds_waited: float = 0.0
     seconds_installing: float = 0.0
+    #: Distributions this ensure installed into the repo's store (0: none, or its tree was composed of stored ones).
+    stored: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -26,6 +28,7 @@ class EnsureResult(NamedTuple):
             "version": self.version,
             "path": self.path,
             "action": self.action,
+            "stored": self.stored,
         }
 
 

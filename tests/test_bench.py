@@ -40,10 +40,14 @@ def test_resolution_benchmark_runs_and_the_fleet_asks_once_per_package() -> None
     assert "installer downloads: 5 for 5 trees" in done.stdout, done.stdout
 
 
-def test_fleet_benchmark_runs_each_tree_once_and_checks_the_baseline() -> None:
+def test_fleet_benchmark_runs_each_tree_once_and_each_distribution_once() -> None:
     done = bench("fleet.py")
     assert "pip install --target" in done.stdout and "baseline broken results in 2 fleet starts:" in done.stdout
-    assert "installer runs = 5 for every N, none broken: ok" in done.stdout, done.stdout
+    assert "trees installed = 5 for every N, none broken: ok" in done.stdout, done.stdout
+    assert "distributions installed = 9 (the distinct ones; 15 before the store) for every N: N=1: 9, N=4: 9" in (
+        done.stdout
+    ), done.stdout
+    assert "its libraries stored: 1 distribution(s) installed (target 1): ok" in done.stdout, done.stdout
 
 
 def test_installers_benchmark_compares_pip_and_uv() -> None:

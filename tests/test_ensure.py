@@ -170,7 +170,9 @@ def test_record_without_tree_or_with_wrong_tree_reinstalls(repo: Path, index: In
     third = run(*ensure_args(repo, index.url, "adaptor-a==1.0"))
     assert actions(third.stdout) == ["installed"], third.stderr
     assert "Version: 1.0" in metadata.read_text()
-    assert index.downloads("adaptor_a") == 3
+    # The removed tree came back from the store (no download); the edit in place changed the stored file it
+    # links, so that distribution was set aside and downloaded again.
+    assert index.downloads("adaptor_a") == 2
 
 
 def test_planted_symlink_is_never_followed_out_of_the_repo(repo: Path, index: IndexServer, tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ def test_doctor_fails_where_hard_links_are_missing(tmp_path: Path) -> None:
         (mount / "repo").mkdir()
         done = run("doctor", "--repo", mount / "repo")
         assert done.returncode == 1
-        assert "FAIL  hard links: unsupported (EPERM)" in done.stdout
+        assert "FAIL  hard links: refused (EPERM): trees are copies of the store" in done.stdout
         assert done.stderr.startswith("repoinstall: error: ") and "hard links" in done.stderr
 
 

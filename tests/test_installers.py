@@ -172,9 +172,13 @@ def test_cache_is_shared_between_installs_and_never_linked_into_trees(
     # The pages give hashes, as PyPI, pypiserver and devpi do, so uv's lock of the closure downloads nothing.
     assert index.downloads("dep_c") == 1 and index.downloads("adaptor_b") == 1
     assert (cache / installer_name).is_dir()
+    cached = {(p.stat().st_dev, p.stat().st_ino) for p in cache.rglob("*") if p.is_file()}
     for repo in (tmp_path / "one", tmp_path / "two"):
         files = [p for p in (repo / "trees").rglob("*") if p.is_file()]
-        assert files and all(p.stat().st_nlink == 1 for p in files)  # copied, never hard-linked to the cache
+        # Linked from the repo's own store only: never an inode of the cache.
+        assert files and not {(p.stat().st_dev, p.stat().st_ino) for p in files} & cached
+        stored = {(p.stat().st_dev, p.stat().st_ino) for p in (repo / "store").rglob("*") if p.is_file()}
+        assert {(p.stat().st_dev, p.stat().st_ino) for p in files} <= stored
         assert run("verify", "--all", "--repo", repo).returncode == 0
 
 

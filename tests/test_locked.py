@@ -4,6 +4,7 @@ ensured as ONE tree each: exactly their artifacts, hash-checked, nothing resolve
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -341,6 +342,13 @@ def test_an_artifact_no_longer_there_is_one_line_and_publishes_nothing(
     assert run("remove", "app==1.0", "--repo", repo).returncode == 0
     (directory / "dep-1.0-py3-none-any.whl").unlink()
     make_wheel(directory, "dep", "1.1")
+    # The store still holds dep 1.0: the tree comes back from it, its artifact not needed.
+    back = run("ensure", "app==1.0", "--repo", repo, "--json", "--no-index", "--find-links", server.url)
+    assert back.returncode == 0, back.stderr
+    assert import_version(document(back.stdout)["packages"][0]["path"], "dep") == "1.0"
+    assert run("remove", "app==1.0", "--repo", repo).returncode == 0
+    for stored in (repo / "store").glob("*/dep"):
+        shutil.rmtree(stored)  # as gc removes a stored distribution no tree holds
     done = run("ensure", "app==1.0", "--repo", repo, "--no-index", "--find-links", server.url)
     assert done.returncode == 1, done.stderr
     error = done.stderr.splitlines()[-1]

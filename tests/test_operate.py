@@ -57,10 +57,15 @@ def test_verify_finds_changed_missing_and_extra_files_and_repair_fixes_only_thos
     assert trees["adaptor-b==1.0"]["missing"] == ["dep_c/__init__.py"]
     assert trees["adaptor-d==1.0"]["extra"] == ["adaptor_d/planted.py"]
     assert trees["adaptor-e==1.0"]["status"] == "ok"
+    # The tree's file is a link of the stored distribution's: changed in place, the store's copy changed too.
+    (stored,) = [d for d in json.loads(found.stdout)["store"] if d["status"] != "ok"]
+    assert stored["dist"] == "adaptor-a==1.0" and stored["changed"] == ["adaptor_a/__init__.py"]
 
     fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *_index(index))
     assert fixed.returncode == 0, fixed.stderr
-    assert sorted(r["action"] for r in json.loads(fixed.stdout)["repaired"]) == ["reinstalled"] * 3
+    repaired = json.loads(fixed.stdout)["repaired"]
+    assert [r["action"] for r in repaired if "dist" in r] == ["set aside"]  # first, so it is installed afresh
+    assert sorted(r["action"] for r in repaired if "tree" in r) == ["reinstalled"] * 3
     assert run("verify", "--repo", repo).returncode == 0
     assert snapshot(e) == healthy
     assert index.downloads("adaptor_e") == 1

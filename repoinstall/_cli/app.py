@@ -291,12 +291,18 @@ def verify(
         bool, typer.Option("--all", help="Every tree in the repo (the default without SPEC).")
     ] = False,
     repair: Annotated[
-        bool, typer.Option("--repair", help="Re-record or reinstall what is broken, under its lock.")
+        bool,
+        typer.Option(
+            "--repair",
+            help="Re-record or reinstall what is broken, under its lock (a damaged stored distribution is set "
+            "aside first, and installed afresh).",
+        ),
     ] = False,
     *,
     opts: Options,
 ) -> None:
-    """Check trees file by file against their RECORD hashes and manifest records; exit 1 if any is wrong."""
+    """Check trees file by file against their RECORD hashes and manifest records, and the stored distributions
+    they are composed from against theirs; exit 1 if any is wrong."""
     _use_json(opts)
     _configure_log(opts)
     from .._requirements import parse_spec
@@ -309,6 +315,15 @@ def verify(
         wanted = [parse_spec(spec) for spec in specs or []]
         with Repo(repo_path(opts, announce=False), **opts.repo_settings()) as store:
             reports = store.verify(wanted)
+            stored = store.verify_store(wanted)
+            # A damaged stored distribution first: set aside, so the trees composed from it install it afresh.
+            for dist in stored if repair else ():
+                if not dist.ok:
+                    try:
+                        action = store.repair_stored(dist)
+                        repaired.append({"dist": str(dist), "env": dist.stored.env, "action": action})
+                    except RepoinstallError as error:
+                        failed.append(str(error))
             for report in reports:
                 if repair and not report.ok:
                     try:
@@ -319,18 +334,26 @@ def verify(
     except RepoinstallError as error:
         _fail(error)
     if opts.as_json:
-        document = {"repo": root, "trees": [r.as_dict() for r in reports], "repaired": repaired}
+        stored_rows = [d.as_dict() for d in stored]
+        document = {"repo": root, "trees": [r.as_dict() for r in reports], "store": stored_rows, "repaired": repaired}
         _print_json(document)
     elif not opts.quiet:
         for report in reports:
             detail = report.problems.summary() if report.problems else "; ".join(report.notes)
             line = f"{report.status:<10} {report.tid.pin}  {report.tid.env}  {report.path}"
             typer.echo(f"{line}\n           {detail}" if detail else line)  # an ok tree's notes too
+        for dist in stored:
+            if not dist.ok:  # a whole store would be a line per distribution: only the damaged ones
+                detail = dist.problems.summary() if dist.problems else "; ".join(dist.notes)
+                held = ", ".join(t.pin for t in dist.trees) or "no tree"
+                typer.echo(f"{dist.status:<10} {dist}  {dist.path}\n           {detail}; held by {held}")
+        if stored:
+            typer.echo(f"{'store':<10} {len(stored)} stored distribution(s), {sum(not d.ok for d in stored)} damaged")
         for done in repaired:
-            typer.echo(f"{done['action']:<10} {done['tree']}  (repair)")
+            typer.echo(f"{done['action']:<10} {done.get('tree') or done['dist']}  (repair)")
     for message in failed:
         typer.echo(f"repoinstall: error: {message}", err=True)
-    broken = [r for r in reports if not r.ok]
+    broken = any(not r.ok for r in reports) or any(not d.ok for d in stored)
     if failed or (broken and not repair):
         raise typer.Exit(1)
 
@@ -378,7 +401,8 @@ def gc(
     *,
     opts: Options,
 ) -> None:
-    """Remove crashed installers' staging dirs, lock debris, set-aside trees and, on request, unused trees."""
+    """Remove crashed installers' staging dirs, lock debris, set-aside trees, stored distributions no tree holds
+    (older than --older-than and --stale-after) and, on request, unused trees."""
     _use_json(opts)
     _configure_log(opts)
     from .._options import parse_duration
@@ -467,16 +491,20 @@ def remove(
 @app.command(epilog=EXIT_CODES, short_help="Probe the repo's filesystem for what repoinstall relies on.")
 @takes("repo", "as_json", "stale_after", "heartbeat")
 def doctor(*, opts: Options) -> None:
-    """Probe the repo's filesystem and say what repoinstall can rely on there; exit 1 where it cannot be safe."""
+    """Probe the repo's filesystem and say what repoinstall can rely on there; exit 1 where it cannot be safe.
+
+    With --json: {"repo", "findings": [{"check", "result", "ok", "consequence"}], "store": {"distributions",
+    "bytes", "tree_bytes", "bytes_saved"}} (bytes are file sizes, each inode once; see list)."""
     _use_json(opts)
     try:
         with Repo(repo_path(opts, announce=False), stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
             findings = store.doctor()
+            usage = store.store_usage() if opts.as_json else None
             root = store.path
     except RepoinstallError as error:
         _fail(error)
     if opts.as_json:
-        _print_json({"repo": root, "findings": [f.as_dict() for f in findings]})
+        _print_json({"repo": root, "findings": [f.as_dict() for f in findings], "store": usage and usage.as_dict()})
     else:
         for finding in findings:
             mark = "ok  " if finding.ok else "FAIL"
@@ -544,13 +572,18 @@ def export(
 @app.command("list", epilog=EXIT_CODES, short_help="List every installed tree in the repo (all environments).")
 @takes("repo", "as_json")
 def list_(*, opts: Options) -> None:
-    """List every installed tree in the repo (all environments)."""
+    """List every installed tree in the repo (all environments).
+
+    With --json: {"repo", "trees": [...], "store": {"distributions", "bytes", "tree_bytes", "bytes_saved"}}: the
+    distributions stored once each, their bytes (file sizes, each inode once), the trees' bytes as if each had
+    its own copies, and what hard links save of those."""
     from .._store.manifest import recorded_dists
 
     _use_json(opts)
     try:
         with Repo(repo_path(opts, announce=False)) as store:
             records = store.list()
+            usage = store.store_usage() if opts.as_json else None
             root = store.path
     except RepoinstallError as error:
         _fail(error)
@@ -579,7 +612,7 @@ def list_(*, opts: Options) -> None:
         for record, tree in records
     ]
     if opts.as_json:
-        _print_json({"repo": root, "trees": rows})
+        _print_json({"repo": root, "trees": rows, "store": usage and usage.as_dict()})
         return
     for record, path in records:
         extras = f"[{','.join(record.extras)}]" if record.extras else ""

@@ -62,9 +62,26 @@ def compose(tree: str, dists: Sequence[tuple[str, str]]) -> Composed:
                     shutil.copy2(source, target, follow_symlinks=False)
                     copied += 1
                     copied_bytes += os.stat(target, follow_symlinks=False).st_size
+            _still_stored(what, stored, fd)
+        except FileNotFoundError:
+            _still_stored(what, stored, fd)
+            raise
         finally:
             os.close(fd)
     return Composed(linked, copied, copied_bytes)
+
+
+def _still_stored(what: str, stored: str, fd: int) -> None:
+    """:class:`InstallError` if the stored dir walked through ``fd`` is no longer at its path: gc took it (a
+    distribution no tree held yet) while this tree was composed from it, so what the walk found may be short of
+    files deleted meanwhile. gc renames before it deletes anything, so while the path still leads to the dir the
+    walk read, it read it whole."""
+    try:
+        same = os.path.samestat(os.stat(stored, follow_symlinks=False), os.fstat(fd))
+    except FileNotFoundError:
+        same = False
+    if not same:
+        raise InstallError(f"{what}: taken out of the store (by gc) while a tree was composed from it; try again")
 
 
 def read_only(top: str) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from .._errors import InvalidRequirement
 from .._store.identity import TreeId, canonical_name, canonical_version
 from .._store.layout import STORE, STORE_LOCKS
+from .._store.lockkey import LockKey
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 #: How much of the artifact's hash names its directory: 64 bits, so two artifacts of one version never meet.
@@ -46,5 +47,29 @@ class DistId(NamedTuple):
         """Its lock's directory below the repo: ``store-locks/<env>/<name>`` (the lock is ``<leaf>.lock``)."""
         return (STORE_LOCKS, self.env, self.name)
 
+    def lock_key(self) -> LockKey:
+        """Its lock's key: the same lock as trees', under ``store-locks/``."""
+        return LockKey(self.lock_parts(), self.leaf, str(self))
+
     def __str__(self) -> str:
         return f"{self.name}=={self.version} (sha256:{self.sha256[:12]}...)"
+
+
+def split_leaf(leaf: str) -> tuple[str, str] | None:
+    """``(canonical version, 16 hex of the sha256)`` of a stored distribution's directory name, or ``None`` if
+    ``leaf`` is not one (a name the store never makes: left alone by whoever walks the store)."""
+    version, dash, shown = leaf.rpartition("-")
+    if not dash or len(shown) != _SHOWN or not _SHA256.match(shown + "0" * (64 - _SHOWN)):
+        return None
+    try:
+        if canonical_version(Version(version)) != version:
+            return None
+    except InvalidVersion:
+        return None
+    return version, shown
+
+
+def stored_lock_key(env: str, name: str, leaf: str) -> LockKey:
+    """The lock of the stored distribution ``store/<env>/<name>/<leaf>``, known by its path alone (a directory
+    name keeps only 16 hex of the sha256): ``store-locks/<env>/<name>/<leaf>.lock``."""
+    return LockKey((STORE_LOCKS, env, name), leaf, f"{name} {leaf} (stored)")

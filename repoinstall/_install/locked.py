@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from .._lockfile.model import Lock, LockedPackage
+    from .._store.closures import Closure
     from .._store.dists import Dist
     from .._store.layout import Layout
     from .._store.manifest import Artifact, TreeEntry
@@ -174,15 +175,18 @@ def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
     )
 
 
-def pinned(layout: Layout, requested: Requested, tid: TreeId) -> tuple[Requested, tuple[str, ...] | None]:
+def pinned(
+    layout: Layout, requested: Requested, tid: TreeId, resolved: Closure | None = None
+) -> tuple[Requested, tuple[str, ...] | None]:
     """What to install for ``tid``, and the ``name==version`` of each distribution the tree must then hold
     (``None``: whatever the installer resolves). A lock's tree: its lines. Any other tree installed here before:
-    its kept closure (see :mod:`repoinstall._store.closures`), so it comes back the same, never resolved afresh."""
+    its kept closure (see :mod:`repoinstall._store.closures`), so it comes back the same, never resolved afresh.
+    Else its batch's resolution, ``resolved``, if it has one."""
     if requested.locked:
         return requested, requested.members
     from .._store import closures
 
-    closure = closures.read(layout, tid)
+    closure = closures.read(layout, tid) or resolved
     if closure is None:
         return requested, None
     _log.logger().debug("%s: installing its kept closure: %s", tid, ", ".join(closure.members))

@@ -20,6 +20,7 @@ from .._store.tree import adopt, clear_for_install
 if TYPE_CHECKING:
     from .._requirements import Requested
     from .._results import Action
+    from .._store.closures import Closure
     from .._store.identity import TreeId
     from .._store.layout import Layout
     from .._store.locks import TreeLocks
@@ -33,18 +34,25 @@ class Outcome(NamedTuple):
     installing: float = 0.0
     #: Bytes in the installed tree (0 unless this call installed it).
     size: int = 0
+    #: Distributions this call installed into the store (0: the tree was composed of stored ones alone).
+    stored: int = 0
 
 
 def ensure_tree(
-    layout: Layout, locks: TreeLocks, options: InstallOptions | None, requested: Requested, tid: TreeId
+    layout: Layout,
+    locks: TreeLocks,
+    options: InstallOptions | None,
+    requested: Requested,
+    tid: TreeId,
+    resolved: Closure | None = None,
 ) -> Outcome:
-    """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took."""
-    from .backends.run import install
-    from .locked import all_lines, keep_closure, pinned
+    """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took.
+    ``resolved``: its closure as its batch's one resolution found it (see :mod:`.prefill`), for a tree that has
+    no lock or kept closure."""
+    from .locked import keep_closure, pinned
     from .preflight import refuse_obstacles
     from .staging import Staging
-    from .stored import build, plan, store_installed
-    from .together import wheel
+    from .stored import fill
 
     clock = locks.clock
     # 1. Check, lock-free: a record AND the tree's METADATA naming it mean installed. No lock, no network. Then
@@ -75,25 +83,8 @@ def ensure_tree(
             #    and a tree installed here before (its kept closure), are exactly their artifacts, hash-checked.
             installing_from = requested
             try:
-                installing_from, expected = pinned(layout, requested, tid)
-                chosen = options or InstallOptions()
-                lines = all_lines(tid, installing_from, staging.scratch_file) if installing_from.locked else []
-                if lines and (planned := plan(tid.env, lines)) is not None:
-                    # Every artifact known by its hash: what the store lacks is installed, the tree composed.
-                    built = build(
-                        layout, chosen, tid, installing_from, planned, staging.target, staging.tmp,
-                        staging.scratch_file,
-                    )  # fmt: skip
-                else:
-                    if lines:
-                        pin = staging.scratch_file("locked-requirements.txt", ("\n".join(lines) + "\n").encode())
-                    elif requested.members:
-                        pin = staging.scratch_file(*wheel(tid, requested.members))
-                    else:
-                        pin = tid.pin
-                    built = install(chosen, staging.target, installing_from, pin, staging.tmp, str(tid))
-                    # Its distributions into the store, each once per repo; the tree composed of them.
-                    store_installed(layout, tid, staging.target, staging.tmp, built)
+                installing_from, expected = pinned(layout, requested, tid, resolved)
+                built, stored = fill(layout, locks, options or InstallOptions(), tid, installing_from, staging)
                 _stop.check()  # stopping: an installer that finished just now is not verified and published either
                 # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash (and a
                 #    pinned tree holds exactly the distributions it was pinned to).
@@ -126,5 +117,7 @@ def ensure_tree(
         #    step 3 of the next ensure re-records from its RECORD hashes, without an installer.
         _manifest.write(layout, tid, entry)
         # Then its closure is kept, once, for whoever installs this tree again (see _store.closures).
-        keep_closure(layout, tid, entry, pinned_before=expected is not None and not requested.locked)
-        return Outcome("installed", held.waited, installing, size)
+        keep_closure(
+            layout, tid, entry, pinned_before=expected is not None and not requested.locked and resolved is None
+        )
+        return Outcome("installed", held.waited, installing, size, stored)

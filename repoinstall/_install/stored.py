@@ -17,17 +17,43 @@ from typing import TYPE_CHECKING
 
 from .. import _log
 from .._dstore import store as _store
-from .._dstore.compose import compose, read_only
+from .._dstore.compose import compose
 from .._dstore.identity import DistId
 from .._dstore.split import split
-from .._errors import InstallError
 from .._options import InstallOptions
 from .._requirements import Requested
 
 if TYPE_CHECKING:
     from .._store.identity import TreeId
     from .._store.layout import Layout
+    from .._store.locks import TreeLocks
     from .backends.run import Built
+    from .staging import Staging
+
+
+def fill(
+    layout: Layout, locks: TreeLocks, options: InstallOptions, tid: TreeId, requested: Requested, staging: Staging
+) -> tuple[Built, int]:
+    """Step 5 of the protocol: fill ``staging``'s tree dir with the tree ``tid`` as ``requested`` (pinned, if it
+    can be: see :func:`.locked.pinned`); what built it and how many distributions went into the store."""
+    from .backends.run import install
+    from .locked import all_lines
+    from .together import wheel
+
+    lines = all_lines(tid, requested, staging.scratch_file) if requested.locked else []
+    if lines and (planned := plan(tid.env, lines)) is not None:
+        # Every artifact known by its hash: what the store lacks is installed, the tree composed.
+        return build(layout, locks, options, tid, requested, planned, staging.target, staging.tmp,
+                     staging.scratch_file)  # fmt: skip
+    if lines:
+        pin = staging.scratch_file("locked-requirements.txt", ("\n".join(lines) + "\n").encode())
+    elif requested.members:
+        pin = staging.scratch_file(*wheel(tid, requested.members))
+    else:
+        pin = tid.pin
+    built = install(options, staging.target, requested, pin, staging.tmp, str(tid))
+    # Its distributions into the store, each once per repo; the tree composed of them.
+    return built, store_installed(layout, tid, staging.target, staging.tmp, built) or 0
 
 
 def plan(env: str, lines: Sequence[str]) -> list[tuple[DistId, str]] | None:
@@ -47,6 +73,7 @@ def plan(env: str, lines: Sequence[str]) -> list[tuple[DistId, str]] | None:
 
 def build(
     layout: Layout,
+    locks: TreeLocks,
     options: InstallOptions,
     tid: TreeId,
     requested: Requested,
@@ -54,67 +81,38 @@ def build(
     target: str,
     scratch: str,
     write: Callable[[str, bytes], str],
-) -> Built:
-    """Compose the tree ``tid`` at ``target`` from the store, installing what it lacks first."""
-    from .backends.run import install
+) -> tuple[Built, int]:
+    """Compose the tree ``tid`` at ``target`` from the store, installing what it lacks first (see
+    :mod:`.storing`); what built it, and how many distributions this call installed into the store."""
+    from .backends.run import Built as _Built
+    from .backends.run import backend
+    from .locked import artifacts_of
+    from .storing import store_missing
 
-    missing = [(dist, line) for dist, line in planned if not _store.present(layout, dist)]
-    built: Built | None = None  # by the installer run, if one was needed
-    if missing:
-        combined = os.path.join(scratch, "combined")
-        pin = write("missing.txt", ("\n".join(line for _, line in missing) + "\n").encode())
-        batch = requested._replace(locked=tuple(line for _, line in missing))
-        built = install(options, combined, batch, pin, scratch, str(tid))
-        split_dir = os.path.join(scratch, "split")
-        made = split(combined, split_dir)
-        for dist, _ in missing:
-            staged = _staged_of(made, dist)
-            if (problem := _store.check(staged, dist)) is not None:
-                raise InstallError(problem)
-            read_only(staged)
-            if not _store.publish(layout, dist, staged):
-                _log.logger().debug("%s: a peer stored it first; using theirs", dist)
-    else:
+    installed, built = store_missing(layout, locks, options, planned, scratch, write, str(tid))
+    if not installed:
         _log.logger().info("%s: every distribution is in the store; composing it", tid)
     composed = compose(target, [(str(dist), _store.path(layout, dist)) for dist, _ in planned])
     if composed.copied:
         _log.logger().info("%s: %d files copied where the filesystem refused hard links", tid, composed.copied)
     # Its record names every distribution's artifact, stored now or before: the lines say them all.
-    from .backends.run import Built as _Built
-    from .backends.run import backend
-    from .locked import artifacts_of
-
-    chosen = backend(options.installer)
     every = artifacts_of(requested._replace(locked=tuple(line for _, line in planned)))
-    return _Built(chosen.name, chosen.version(), every) if built is None else built._replace(artifacts=every)
+    if built is None:
+        chosen = backend(options.installer)
+        return _Built(chosen.name, chosen.version(), every), len(installed)
+    return built._replace(artifacts=every), len(installed)
 
 
-def _staged_of(made: dict[str, str], dist: DistId) -> str:
-    from .._store.identity import canonical_name
-
-    for dist_info, staged in made.items():
-        name, _, version = dist_info.removesuffix(".dist-info").rpartition("-")
-        if canonical_name(name) == dist.name and _same(version, dist):
-            return staged
-    raise InstallError(f"{dist}: the installer did not install it")
-
-
-def _same(version: str, dist: DistId) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(version) == dist.version
-    except InvalidVersion:
-        return False
-
-
-def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, built: Built) -> bool:
+def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, built: Built) -> int | None:
     """After an installer resolved and installed a whole tree into ``target``: move its distributions into the
     store (each checked, read-only, published by rename; one already stored is used as it is and the fresh copy
-    dropped) and compose ``target`` again from the store, by hard links. ``False`` (the tree stays as installed)
-    when the installer did not say every distribution's artifact hash: it cannot be named in the store."""
+    dropped) and compose ``target`` again from the store, by hard links; how many it stored. ``None`` (the tree stays
+    as installed) when the installer did not say every distribution's artifact hash: it cannot be named in the
+    store."""
+    from .._dstore.audit import fit
     from .._store.dists import scan
     from .._store.identity import canonical_name
+    from .storing import publish
 
     hashes = {(canonical_name(a.name), _normal(a.version)): a.sha256 for a in built.artifacts if a.sha256}
     planned: list[tuple[DistId, str]] = []
@@ -122,21 +120,17 @@ def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, buil
         sha256 = hashes.get((canonical_name(found.name), _normal(found.version)))
         if sha256 is None:
             _log.logger().debug("%s: %s %s has no known artifact hash; not stored", tid, found.name, found.version)
-            return False
+            return None
         planned.append((DistId.of(tid.env, found.name, found.version, sha256), found.dist_info))
     made = split(target, os.path.join(scratch, "split"))
+    stored = 0
     for dist, dist_info in planned:
-        staged = made[dist_info]
-        if _store.present(layout, dist):
-            continue  # the same artifact's files, stored before: this copy is not needed
-        if (problem := _store.check(staged, dist)) is not None:
-            raise InstallError(problem)
-        read_only(staged)
-        if not _store.publish(layout, dist, staged):
-            _log.logger().debug("%s: a peer stored it first; using theirs", dist)
+        if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
+            publish(layout, dist, made[dist_info])
+            stored += 1
     os.rename(target, os.path.join(scratch, "emptied"))  # only directories are left in it
     compose(target, [(str(dist), _store.path(layout, dist)) for dist, _ in planned])
-    return True
+    return stored
 
 
 def _normal(version: str) -> str:

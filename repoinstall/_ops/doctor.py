@@ -11,6 +11,7 @@ import stat
 import time
 from typing import NamedTuple
 
+from .._errors import RepoUnusable
 from .._options import LockSettings
 from .._store import fs as _fs
 from .._store.layout import LOCKS, Layout
@@ -42,7 +43,7 @@ def probe(layout: Layout, settings: LockSettings | None = None) -> list[Finding]
         try:
             probes = [
                 _exclusive(scratch),
-                _hard_links(scratch),
+                _hard_links(layout),
                 _rename_onto_taken(scratch),
                 _rename_flags(scratch),
                 _mtime_granularity(scratch),
@@ -58,6 +59,7 @@ def probe(layout: Layout, settings: LockSettings | None = None) -> list[Finding]
     found.append(_attribute_cache(root, settings or LockSettings()))
     found.append(_free_space(root))
     found += _ownership(layout)
+    found.append(_store(layout))
     return found
 
 
@@ -103,26 +105,37 @@ def _exclusive(scratch: str) -> Finding:
     return Finding("O_EXCL create", "NOT exclusive", False, "two pods can both create one file: locks are unsafe")
 
 
-def _hard_links(scratch: str) -> Finding:
-    source, target = os.path.join(scratch, "a"), os.path.join(scratch, "b")
-    with open(source, "w") as handle:
-        handle.write("x")
+def _hard_links(layout: Layout) -> Finding:
+    """One link of a file of our own in staging/, where trees are composed from the store (see ``_dstore.links``).
+    Two things rest on it: trees share the store's files (else each is a copy), and the install lock commits."""
+    from .._dstore.links import probe as links
+
     try:
-        os.link(source, target)
-    except OSError as error:
+        found = links(layout)
+    except (OSError, RepoUnusable) as error:
+        why = error.strerror if isinstance(error, OSError) else str(error)
+        return Finding("hard links", f"not probed ({why})", False, "nothing can be installed here")
+    if found.taken:
+        return Finding("hard links", found.describe(), True)
+    if found.refused is not None:
         return Finding(
             "hard links",
-            f"unsupported ({_errno_name(error.errno or 0)})",
+            found.describe(),
             False,
-            "the install lock commits by hard link: use --no-lock on one node only, or another volume",
+            "each tree costs its bytes; and the install lock commits by hard link: use --no-lock on one node only, "
+            "or another volume",
         )
-    same = os.stat(source).st_ino == os.stat(target).st_ino
-    return Finding(
-        "hard links",
-        "yes" if same else "linked, but inodes differ",
-        same,
-        "" if same else "lock commits cannot be confirmed on this filesystem",
-    )
+    return Finding("hard links", found.describe(), False, "lock commits cannot be confirmed on this filesystem")
+
+
+def _store(layout: Layout) -> Finding:
+    """The store's figures: distributions, their bytes, and what hard links save (see ``_dstore.usage``)."""
+    from .._dstore.usage import usage
+
+    try:
+        return Finding("store", usage(layout).summary(), True)
+    except OSError as error:
+        return Finding("store", f"cannot be read ({error.strerror})", True)
 
 
 def _rename_onto_taken(scratch: str) -> Finding:

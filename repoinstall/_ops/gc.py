@@ -1,4 +1,5 @@
-"""Garbage collection: crashed installers' staging dirs, lock debris, trash, and (on request) unused trees.
+"""Garbage collection: crashed installers' staging dirs, lock debris, trash, stored distributions no tree holds,
+and (on request) unused trees.
 
 Every listing and removal goes through directory descriptors opened without following symlinks (see
 :mod:`repoinstall._store.walk`), and every removal first renames its victim into ``trash/`` and deletes it there
@@ -23,6 +24,9 @@ Every removal is safe against a concurrent ``ensure``, locked or not:
   (a file where ``gen/`` or ``holders/`` belongs, a garbage log), whatever its tree, once proven gone the same way;
   an empty lock directory by rmdir. Lock state another UID made that this one cannot read is left alone, with
   one warning: nobody can be proven gone from what cannot be read;
+* a stored distribution (``store/``) is removed only when no tree holds it: no record names it, no file of it
+  has another link, it is older than the stale threshold, and its own lock is free (:mod:`.gcstore`); its lock
+  debris in ``store-locks/`` once everyone who was in it is proven gone;
 * index answers cached in ``cache/index/`` are removed once expired and idle; a reader racing the removal
   just misses and asks the index. Facts about files (their ``Requires-Python``) never expire and are kept.
   An idle cache lock's state may go too: that lock only saves requests, so at worst one is repeated.
@@ -31,10 +35,7 @@ Every removal is safe against a concurrent ``ensure``, locked or not:
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import NamedTuple
+from collections.abc import Callable
 
 from .. import _log
 from .._errors import RepoUnusable
@@ -53,25 +54,18 @@ from .._store.layout import (
     TRASH,
     TREES,
     Layout,
-    read_only_filesystem,
 )
-from .._store.lockformat import activity, last_sign_of_life, members, state_name
+from .._store.lockformat import activity, state_name
 from .._store.lockobstacles import foreign_owner
+from .gcstore import StoreCollection
 from .inuse import User, Users, scan
 from .lockinfo import inspect
+from .sweep import NOT_ALL_DELETED, Removal, is_empty, kind_at
+
+__all__ = ["NOT_ALL_DELETED", "Collector", "Removal"]
 
 
-class Removal(NamedTuple):
-    kind: str  # staging, trash, lock, note, temp, tree, cache, symlink
-    path: str
-    reason: str
-    done: bool
-
-    def as_dict(self) -> dict[str, object]:
-        return self._asdict()
-
-
-class Collector:
+class Collector(StoreCollection):
     def __init__(
         self,
         layout: Layout,
@@ -82,18 +76,9 @@ class Collector:
         unused_for: float | None,
         dry_run: bool,
     ) -> None:
-        self.layout = layout
+        super().__init__(layout, settings, older_than=older_than, dry_run=dry_run)
         self.env = env
-        self.settings = settings
-        self.older_than = older_than
         self.unused_for = unused_for
-        self.dry_run = dry_run
-        self.now = time.time()
-        self.found: list[Removal] = []
-        #: What was reported as left alone: each is said once, however many passes come across it.
-        self._left_alone: set[str] = set()
-        #: Lock states left alone because this UID cannot read them: owner UID (None: unknown) -> how many.
-        self._unreadable: dict[int | None, int] = {}
         #: What this host's processes use in trees/: /proc scanned once, when the first tree is to go.
         self._users: Users | None = None
 
@@ -108,78 +93,10 @@ class Collector:
         self.planted_links()
         if self.unused_for is not None:
             self.unused_trees(self.unused_for)
+        # After the trees: a tree that went just now holds no stored distribution any more.
+        self.store()
+        self.store_lock_debris()
         return self.found
-
-    def prepare(self, refusal: str) -> None:
-        """Before removing anything: the repo exists, and (unless only listing) can be written (else ``refusal``
-        says what the read-only repo means); ages from now on are measured by the repo's own clock."""
-        root = self.layout.root_fd()
-        if root is None:
-            raise RepoUnusable(f"repo {self.layout.root} does not exist")
-        if not self.dry_run:
-            if read_only_filesystem(self.layout.root):
-                raise RepoUnusable(f"repo {self.layout.root} is read-only: {refusal} (--dry-run lists)")
-            self.now = self._volume_now()
-
-    def _volume_now(self) -> float:
-        """The time by the repo's filesystem: ages compare its own mtimes, so a server's clock skew cannot matter."""
-        trash = _fs.make_dirs(self.layout.writable_fd(), (TRASH,), self.layout.root)
-        try:
-            os.utime(trash)  # "now", stamped by the server on a network filesystem
-            return os.fstat(trash).st_mtime
-        except OSError:
-            return time.time()
-        finally:
-            os.close(trash)
-
-    # ---- walking ------------------------------------------------------------------------------------------
-
-    @contextmanager
-    def _dir(self, parts: tuple[str, ...]) -> Iterator[int | None]:
-        """One of the repo's own directories, opened without following a symlink. A symlink or file in its place
-        is reported and left alone (it may be an operator's doing; it is never followed)."""
-        root = self.layout.root_fd()
-        fd = None if root is None else _fs.open_dir(root, parts)
-        if fd is None:
-            if root is not None and (kind := _kind(root, "/".join(parts))) not in (None, _walk.DIR):
-                what = "a symlink" if kind == _walk.LINK else "not a directory"
-                self._leave_alone(self.layout.path(*parts), f"{what} where a repo directory belongs: left alone")
-            yield None
-            return
-        try:
-            yield fd
-        finally:
-            os.close(fd)
-
-    def _leave_alone(self, path: str, reason: str) -> None:
-        """Report ``path`` (a symlink, or something else where a directory belongs) as left alone, once: several
-        passes walk the same directories (lock debris, temporaries and empty lock directories all walk locks/)."""
-        if path not in self._left_alone:
-            self._left_alone.add(path)
-            self.found.append(Removal("symlink", path, reason, False))
-
-    def _age(self, dir_fd: int, name: str) -> float:
-        try:
-            return self.now - os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime
-        except OSError:
-            return 0.0
-
-    def _discard(self, kind: str, parts: tuple[str, ...], name: str, reason: str) -> Removal | None:
-        """Remove ``parts/name`` (rename into trash/, delete there) and say so; or, with ``--dry-run``, only say.
-        What was said, or ``None`` if it was gone already."""
-        path = self.layout.path(*parts, name)
-        if self.dry_run:
-            self.found.append(Removal(kind, path, reason, False))
-            return self.found[-1]
-        try:
-            outcome = self.layout.discard(parts, name, f"{kind}.{name}"[:120])
-        except OSError as error:
-            self.found.append(Removal(kind, path, f"{reason}; not removed: {error.strerror or error}", False))
-            return self.found[-1]
-        if outcome is None:
-            return None  # gone already: someone else removed it
-        self.found.append(Removal(kind, path, reason if outcome else f"{reason}; {NOT_ALL_DELETED}", outcome))
-        return self.found[-1]
 
     # ---- what is collected --------------------------------------------------------------------------------
 
@@ -270,7 +187,7 @@ class Collector:
         with self._dir(parts) as directory:
             if directory is None:
                 return
-            if _kind(directory, state) not in (None, _walk.DIR):
+            if kind_at(directory, state) not in (None, _walk.DIR):
                 if self._age(directory, state) >= self.older_than:
                     self._discard("lock", parts, state, "not a lock's state directory")
                 return
@@ -282,7 +199,7 @@ class Collector:
                 owner = foreign_owner(directory, tid.leaf)
                 self._unreadable[owner] = self._unreadable.get(owner, 0) + 1
                 return
-            noted = _kind(directory, note) is not None
+            noted = kind_at(directory, note) is not None
             if not info.held and noted and self._age(directory, note) >= self.older_than:
                 self._discard("note", parts, note, "owner note of a lock nobody holds")
                 noted = False
@@ -327,27 +244,6 @@ class Collector:
         holder's, once nothing in it renewed for the stale threshold); never while anyone may be in it."""
         self._lock_state(tid)
 
-    def _participants(self, directory: int, state: str, note: str) -> tuple[float | None, str | None]:
-        """(seconds since anyone was last seen in the lock ``state``, once that proves them all gone, else ``None``;
-        why filelock cannot use the state, or ``None``), read from the lock's directory open. Each participant's
-        every step renews an mtime in the lock's state (its log, its holder record: see
-        ``lockformat.last_sign_of_life``) and a holder touches its owner note several times a heartbeat, so when
-        the newest of them is older than the stale threshold, every lease a holder declared and ``--older-than``,
-        nobody is in the lock: filelock would evict them all. :class:`PermissionError` if this UID cannot read the
-        state (another UID's)."""
-        state_fd = _fs.open_dir(directory, (state,))
-        if state_fd is None:
-            return None, None
-        try:
-            damaged = members(state_fd, "").problem  # named relative to the state, which the report names
-            newest, lease = last_sign_of_life(state_fd)
-        finally:
-            os.close(state_fd)
-        age = self.now - newest
-        if _kind(directory, note) is not None:
-            age = min(age, self._age(directory, note))
-        return (age if age >= max(self.settings.stale_after, lease, self.older_than) else None), damaged
-
     def empty_lock_dirs(self) -> None:
         """Per-name lock directories left empty (by the removals above, or by failed installs of an older release).
         rmdir refuses a directory a peer has just made a lock in, and a waiter that opened one before it went makes
@@ -357,7 +253,7 @@ class Collector:
         for env in envs:
             with self._dir((LOCKS, env)) as env_fd:
                 names = [] if env_fd is None else [n for n, kind in _walk.entries(env_fd) if kind == _walk.DIR]
-                empty = [n for n in names if env_fd is not None and _empty(env_fd, n)]
+                empty = [n for n in names if env_fd is not None and is_empty(env_fd, n)]
             for name in empty:
                 path = self.layout.path(LOCKS, env, name)
                 if self.dry_run:
@@ -422,7 +318,7 @@ class Collector:
         root = self.layout.root_fd()
         parts = (*self.layout.tree_dir(tid), tid.leaf)
         for depth in range(1, len(parts) + 1):
-            kind = None if root is None else _kind(root, "/".join(parts[:depth]))
+            kind = None if root is None else kind_at(root, "/".join(parts[:depth]))
             if kind == _walk.LINK:
                 return parts[:depth]
             if kind != _walk.DIR:
@@ -540,26 +436,3 @@ _LOCK_UNUSABLE = {
     "replaced": "a symlink or file is where its lock's state belongs (gc sets it aside)",
     "links": "no lock can be had on this filesystem (hard links do not keep identity); --no-lock goes without",
 }
-#: What a removal says when its victim was set aside but not wholly deleted: a later gc finishes it.
-NOT_ALL_DELETED = "in trash/, not all deleted"
-
-
-def _empty(dir_fd: int, name: str) -> bool:
-    """Whether the directory ``name`` (not followed if a symlink) has no entries."""
-    fd = _fs.open_dir(dir_fd, (name,))
-    if fd is None:
-        return False
-    try:
-        return not os.listdir(fd)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def _kind(dir_fd: int, name: str) -> str | None:
-    """What ``name`` is (lstat: a symlink is a LINK), or ``None`` if nothing is there."""
-    try:
-        return _walk.kind_of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    except OSError:
-        return None

@@ -1,9 +1,14 @@
-"""``verify --repair``: fix what verify found, under the tree's lock; a healthy tree is never touched."""
+"""``verify --repair``: fix what verify found, under the tree's lock; a healthy tree is never touched.
+
+A damaged stored distribution is set aside first (:func:`repair_stored`), then the trees composed from it are
+reinstalled (:func:`repair_tree`): their kept closures pin the same artifacts, the store lacks it now, so it is
+installed afresh, with new inodes, and no tree links a changed file again."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._dstore.audit import set_aside as set_aside_stored
 from .._errors import InstallError, RepoUnusable
 from .._store.check import check, missing
 from .._store.lockkey import tree_key
@@ -15,6 +20,7 @@ if TYPE_CHECKING:
     from .._store.identity import TreeId
     from .._store.layout import Layout
     from .._store.locks import TreeLocks
+    from .storeverify import DistReport
 
 
 def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None, tid: TreeId, env: str) -> str:
@@ -57,3 +63,21 @@ def _source(layout: Layout, tid: TreeId) -> str:
 
     record = read(layout, tid)
     return record.requirement if record is not None else "repair"
+
+
+def repair_stored(layout: Layout, report: DistReport, env: str) -> str:
+    """Set a damaged stored distribution aside (renamed into trash/, never mended in place: its inodes are in
+    trees), so the trees composed from it, reinstalled next, install it afresh with new inodes: "ok" if a check
+    made now finds it whole (or gone: a peer repaired it), else "set aside"."""
+    from .storeverify import verify_one
+
+    stored = report.stored
+    if stored.env != env:
+        raise InstallError(f"{report} ({stored.env}): stored for another environment; repair it there")
+    again = verify_one(layout, stored)  # again: a peer may have set it aside (and stored it afresh) meanwhile
+    if again.ok or again.status == MISSING:
+        return "ok"
+    if again.status == UNREADABLE:
+        raise RepoUnusable(again.notes[0])  # another UID's: not ours to judge, let alone set aside
+    why = again.problems.summary() if again.problems else "; ".join(again.notes)
+    return "set aside" if set_aside_stored(layout, stored, why) else "ok"

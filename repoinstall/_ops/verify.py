@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from .._store import fs as _fs
 from .._store.check import State, check, unreadable
-from .._store.dists import RecordProblems, check_tree, scan
+from .._store.dists import Hashed, RecordProblems, check_tree, scan
 from .._store.identity import TreeId
 from .._store.layout import Layout
 from .._store.manifest import recorded_dists
@@ -44,11 +44,12 @@ class TreeReport(NamedTuple):
         }
 
 
-def verify(layout: Layout, tid: TreeId) -> TreeReport:
+def verify(layout: Layout, tid: TreeId, hashed: Hashed | None = None) -> TreeReport:
     """Check one tree file by file. Reads only; takes no lock (a published tree never changes). A tree or record
-    this process may not read is reported UNREADABLE, naming what and why: the other trees go on."""
+    this process may not read is reported UNREADABLE, naming what and why: the other trees go on. ``hashed``: the
+    digests of files linked from the store, taken while checking other trees of the same run."""
     try:
-        return _verify(layout, tid)
+        return _verify(layout, tid, hashed)
     except _fs.Unreadable as error:
         problem = error
     except PermissionError as error:  # below the tree, where the check does not look
@@ -56,7 +57,7 @@ def verify(layout: Layout, tid: TreeId) -> TreeReport:
     return TreeReport(tid, layout.tree_path(tid), UNREADABLE, RecordProblems(), (str(problem),))
 
 
-def _verify(layout: Layout, tid: TreeId) -> TreeReport:
+def _verify(layout: Layout, tid: TreeId, hashed: Hashed | None) -> TreeReport:
     path = layout.tree_path(tid)
     status = check(layout, tid)
     if status.state is State.MISSING:
@@ -70,7 +71,7 @@ def _verify(layout: Layout, tid: TreeId) -> TreeReport:
         return TreeReport(tid, path, MISSING, RecordProblems(), ("removed while being verified",))
     try:
         dists = scan(tree)
-        problems = check_tree(tree, dists)
+        problems = check_tree(tree, dists, hashed=hashed)
     finally:
         os.close(tree)
     mismatched: list[str] = []  # the manifest record and the tree disagree on which dists are there

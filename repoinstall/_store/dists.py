@@ -115,11 +115,23 @@ def is_bytecode(relative: str) -> bool:
     return relative.endswith(".pyc") and posixpath.basename(posixpath.dirname(relative)) == "__pycache__"
 
 
-def check_tree(tree: int | str, dists: list[Dist], *, extra: bool = True) -> RecordProblems:
+#: Digests already taken by one verify run: (device, inode, size, mtime, ctime, algorithm) -> (digest, size). Trees
+#: composed from the store share their files' inodes: each is hashed once, not once per tree that links it. Any
+#: write to a file changes its ctime (which no call can set back; it ticks at the kernel's coarse clock, and a
+#: stored file's last change is its install or link, long before a verify), so a changed file is hashed again.
+Hashed = dict[tuple[int, int, int, int, int, str], tuple[str, int]]
+#: Past this many entries nothing more is kept (about 100 bytes each): the check stays right, only slower.
+_HASHED_LIMIT = 1 << 20
+
+
+def check_tree(
+    tree: int | str, dists: list[Dist], *, extra: bool = True, hashed: Hashed | None = None
+) -> RecordProblems:
     """Check all ``dists`` of a tree against their RECORDs and, with ``extra``, find files none of them lists.
 
     One walk of the tree: each recorded file is hashed when the walk reaches it, through its directory's
     descriptor, and only if it is a regular file; a symlink or FIFO where a file was installed is "changed".
+    ``hashed``: digests of hard-linked files taken before in the same run, used again and added to.
     """
     missing: list[str] = []
     expected: dict[str, tuple[str, str]] = {}  # tree-relative path -> (hash field, size field)
@@ -138,7 +150,7 @@ def check_tree(tree: int | str, dists: list[Dist], *, extra: bool = True) -> Rec
         for entry in _walk.walk(fd):
             fields = expected.pop(entry.path, None)
             if fields is not None:
-                if entry.kind != _walk.FILE or not _matches(entry.dir_fd, entry.name, *fields):
+                if entry.kind != _walk.FILE or not _matches(entry.dir_fd, entry.name, *fields, hashed):
                     changed.append(entry.path)
             elif entry.kind == _walk.DIR:
                 changed.append(f"{entry.path}/ (nested deeper than {_walk.MAX_DEPTH} levels)")
@@ -155,7 +167,7 @@ def check_tree(tree: int | str, dists: list[Dist], *, extra: bool = True) -> Rec
     )
 
 
-def _matches(dir_fd: int, name: str, hash_field: str, size_field: str) -> bool:
+def _matches(dir_fd: int, name: str, hash_field: str, size_field: str, hashed: Hashed | None = None) -> bool:
     """Whether the regular file ``name`` has the recorded hash and size (no hash recorded: it only must exist)."""
     algorithm, _, expected = hash_field.partition("=")
     try:
@@ -172,15 +184,21 @@ def _matches(dir_fd: int, name: str, hash_field: str, size_field: str) -> bool:
             return False  # replaced since the listing
         if digest is None:
             return True
-        size = 0
-        while chunk := os.read(fd, _CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, algorithm)
+        known = None if hashed is None or info.st_nlink < 2 else hashed.get(key)
+        if known is None:
+            size = 0
+            while chunk := os.read(fd, _CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+            known = record_hash(digest.digest()), size
+            if hashed is not None and info.st_nlink > 1 and len(hashed) < _HASHED_LIMIT:
+                hashed[key] = known
     except OSError:
         return False
     finally:
         os.close(fd)
-    return record_hash(digest.digest()) == expected and (not size_field or size_field == str(size))
+    return known[0] == expected and (not size_field or size_field == str(known[1]))
 
 
 def record_hash(digest: bytes) -> str:

@@ -316,6 +316,12 @@ class Layout:
                     os.rename(name, target, src_dir_fd=parent, dst_dir_fd=trash)
                 except FileNotFoundError:
                     return None
+                except PermissionError:
+                    # A read-only directory of ours: moving it to another parent rewrites its "..". Its owner
+                    # may write it (it is going); anything else, or another UID's, refuses as before.
+                    if not _let_owner_write(parent, name):
+                        raise
+                    os.rename(name, target, src_dir_fd=parent, dst_dir_fd=trash)
                 from .walk import remove  # here: the warm path discards nothing
 
                 return remove(trash, target)
@@ -345,6 +351,25 @@ class Layout:
 
     def tree_path(self, tid: TreeId) -> str:
         return self.path(*self.tree_dir(tid), tid.leaf)
+
+
+def _let_owner_write(parent: int, name: str) -> bool:
+    """Make the directory ``name`` (never followed) writable by its owner if it is ours and is not; whether it
+    was made so."""
+    from .walk import owner_writes
+
+    try:
+        fd = os.open(name, _fs.DIR_FLAGS, dir_fd=parent)
+    except OSError:
+        return False  # not a directory (or a symlink): nothing of its own blocks the move
+    try:
+        before = os.fstat(fd).st_mode
+        owner_writes(fd)
+        return os.fstat(fd).st_mode != before
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def read_only_filesystem(path: str) -> bool:

@@ -9,6 +9,7 @@ or make it hang.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -133,7 +134,7 @@ def _remove_one(parent_fd: int, name: str, victims: list[str]) -> bool:
     complete = True
     stack: list[tuple[int, int, str, list[str]]] = []  # (fd, its parent's fd, its name, subdirectories left)
     try:
-        top = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+        top = _open_to_empty(name, parent_fd)
         stack.append((top, parent_fd, name, []))
         fresh = True
         while stack:
@@ -157,7 +158,7 @@ def _remove_one(parent_fd: int, name: str, victims: list[str]) -> bool:
                     fresh = False
                     continue
                 try:
-                    stack.append((os.open(child, DIR_FLAGS, dir_fd=fd), fd, child, []))
+                    stack.append((_open_to_empty(child, fd), fd, child, []))
                     fresh = True
                 except OSError as error:
                     complete = complete and error.errno == errno.ENOENT
@@ -178,6 +179,23 @@ def _remove_one(parent_fd: int, name: str, victims: list[str]) -> bool:
         for fd, _, _, _ in stack:
             os.close(fd)
     return complete
+
+
+def _open_to_empty(name: str, dir_fd: int) -> int:
+    """The directory ``name`` opened (never followed) to remove what is in it, writable if it is ours."""
+    fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+    with contextlib.suppress(OSError):  # not made writable: unlinking in it then fails, and says so
+        owner_writes(fd)
+    return fd
+
+
+def owner_writes(fd: int) -> None:
+    """Let the owner write the open directory ``fd`` if it is ours and read-only (a tree's or a stored
+    distribution's made so): entries are removed from it, and moving it to another parent rewrites its "..".
+    Only for what is being removed; another UID's stays as it is (its removal then fails, and says so)."""
+    info = os.fstat(fd)
+    if not info.st_mode & stat.S_IWUSR and info.st_uid == os.geteuid():
+        os.fchmod(fd, stat.S_IMODE(info.st_mode) | stat.S_IRWXU)
 
 
 def _unlink(dir_fd: int, name: str) -> bool:

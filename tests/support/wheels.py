@@ -26,9 +26,11 @@ def make_wheel(
     tag: str = "py3-none-any",
     modules: int = 0,
     scripts: dict[str, str] | None = None,
+    more: dict[str, bytes] | None = None,
 ) -> Path:
     """Write ``{name}-{version}-{tag}.whl`` with module ``{name}`` (dashes as underscores) and, for benchmarks,
-    ``modules`` more submodules of about 3 KB of real code each (something to unpack and compile)."""
+    ``modules`` more submodules of about 3 KB of real code each (something to unpack and compile); ``more``: other
+    files, by their path in the wheel."""
     module = name.replace("-", "_")
     dist_info = f"{module}-{version}.dist-info"
     metadata = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
@@ -61,6 +63,7 @@ def make_wheel(
         # Seeded, so the wheel (and its hash) is the same in every run.
         data = random.Random(name).randbytes(payload) if incompressible else bytes(range(256)) * (payload // 256 + 1)
         files[f"{module}/payload.bin"] = data
+    files.update(more or {})
     record = "".join(f"{path},{_hash(data)},{len(data)}\n" for path, data in files.items())
     record += f"{dist_info}/RECORD,,\n"
     files[f"{dist_info}/RECORD"] = record.encode()

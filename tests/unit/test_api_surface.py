@@ -12,6 +12,7 @@ from repoinstall import Repo
 
 
 def test_every_result_type_is_exported() -> None:
+    from repoinstall._dstore.usage import StoreUsage
     from repoinstall._ops.doctor import Finding
     from repoinstall._ops.gc import Removal
     from repoinstall._ops.lockinfo import LockInfo
@@ -22,7 +23,7 @@ def test_every_result_type_is_exported() -> None:
     exported = {name: getattr(repoinstall, name) for name in repoinstall.__all__}
     assert exported["TreeReport"] is TreeReport and exported["LockInfo"] is LockInfo
     assert exported["Removal"] is Removal and exported["Finding"] is Finding and exported["TreeEntry"] is TreeEntry
-    assert exported["Removed"] is Removed
+    assert exported["Removed"] is Removed and exported["StoreUsage"] is StoreUsage
 
 
 def test_importing_the_package_loads_no_operator_module() -> None:

@@ -96,3 +96,29 @@ def test_a_stored_distribution_is_named_by_its_artifact() -> None:
         DistId.of("cp311-cp311-x", "../etc", "1.0", "ab" * 32)
     with pytest.raises(InvalidRequirement):
         DistId.of("cp311-cp311-x", "alpha", "1.0", "not-a-hash")
+
+
+def test_a_trees_part_of_a_resolution_follows_requirements_markers_and_extras() -> None:
+    from packaging.requirements import Requirement
+
+    from repoinstall._dstore.requires import closure
+
+    needs = {
+        "app": [Requirement("lib-a>=1"), Requirement("lib-win; sys_platform == 'win32'"), Requirement("web[fast]")],
+        "lib-a": [Requirement("lib-b")],
+        "lib-b": [],
+        "lib-win": [],
+        "web": [Requirement("speedy; extra == 'fast'"), Requirement("docs; extra == 'docs'")],
+        "speedy": [],
+        "docs": [],
+        "other": [Requirement("lib-b")],
+    }
+    linux = {"sys_platform": "linux", "python_version": "3.11"}
+    assert closure("app", (), needs, linux) == {"app", "lib-a", "lib-b", "web", "speedy"}
+    assert closure("other", (), needs, linux) == {"other", "lib-b"}
+    assert closure("web", ("docs",), needs, linux) == {"web", "docs"}
+    assert closure("app", (), needs, {**linux, "sys_platform": "win32"}) == {
+        "app", "lib-a", "lib-b", "lib-win", "web", "speedy"
+    }  # fmt: skip
+    # A requirement naming nothing in the set: not one resolution of this root, so the tree resolves on its own.
+    assert closure("app", (), {k: v for k, v in needs.items() if k != "lib-b"}, linux) is None

@@ -1,0 +1,99 @@
+"""One resolution for a batch of trees, before anything is installed: every artifact the batch needs, each named by
+its sha256, so that only the distributions the store lacks are installed (``--no-deps``, hash-checked).
+
+The installer resolves, as it would for ``pip install a b c``: pip with ``install --dry-run --report`` (which
+downloads into its cache what the install then takes from there), uv with ``pip compile --format pylock.toml``
+(read here as any lock file is, for this interpreter's markers and tags, so each package is the one file it
+would install). What comes back are pinned lines, ``name @ URL --hash=sha256:...`` (or ``name==version --hash``
+where the installer named no URL), one artifact each; ``None`` where the resolution failed or some artifact has
+no hash: the trees are then installed one by one, as before the store, each by its own installer run.
+
+Which of the batch's distributions each tree holds is told afterwards, from the stored distributions' own
+``Requires-Dist`` (:mod:`repoinstall._dstore.requires`): the batch's resolution is one consistent set, so each
+tree's part of it satisfies that tree, as ``pip install a b c`` satisfies each of a, b and c.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+from .. import _log
+from .._errors import InstallError, RepoinstallError
+from .._options import InstallOptions
+
+_RESOLUTION = "resolution.json"
+_INPUT = "batch.in"
+
+
+def resolve(options: InstallOptions, pins: Sequence[str], scratch: str, what: str) -> list[str] | None:
+    """The pinned line of every artifact that installing ``pins`` together takes, or ``None`` (see above)."""
+    from .backends.run import backend, run
+
+    chosen = backend(options.installer)
+    source = os.path.join(scratch, _INPUT)
+    with open(source, "w", encoding="utf-8") as handle:
+        handle.write("".join(pin + "\n" for pin in pins))  # validated pins, nothing user-shaped
+    env = chosen.environment(options)
+    env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
+    command = _uv_command(options, source, scratch) if chosen.name == "uv" else _pip_command(options, source, scratch)
+    try:
+        run(command, env, options.timeout, what, chosen.name, announce=False)
+    except InstallError as error:
+        # Trees that cannot be resolved together (conflicting pins, say) are each resolved by their own install,
+        # whose error, if any, is the one to show.
+        _log.logger().debug("%s: no resolution together (%s); installing one by one", what, str(error).splitlines()[0])
+        return None
+    lines = _uv_lines(scratch) if chosen.name == "uv" else _pip_lines(scratch)
+    if lines is None:
+        _log.logger().debug("%s: some artifact of the resolution has no hash; installing one by one", what)
+    return lines
+
+
+def _pip_command(options: InstallOptions, source: str, scratch: str) -> list[str]:
+    from .backends.pip import options_args
+
+    return [
+        options.python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--target",
+        os.path.join(scratch, "unused"), "--no-input", "--disable-pip-version-check", *options_args(options),
+        "--report", os.path.join(scratch, _RESOLUTION), "-r", source,
+    ]  # fmt: skip
+
+
+def _pip_lines(scratch: str) -> list[str] | None:
+    from .backends.pip import artifacts
+
+    try:
+        with open(os.path.join(scratch, _RESOLUTION), "rb") as handle:
+            found = artifacts(json.load(handle))
+    except (OSError, ValueError):
+        return None
+    lines = []
+    for artifact in found:
+        if not artifact.sha256:
+            return None
+        head = f"{artifact.name} @ {artifact.url}" if artifact.url else f"{artifact.name}=={artifact.version}"
+        lines.append(f"{head} --hash=sha256:{artifact.sha256}")
+    return lines or None
+
+
+def _uv_command(options: InstallOptions, source: str, scratch: str) -> list[str]:
+    from .backends.uv import LOCK, UV, _binary
+
+    return [_binary(), "pip", "compile", *UV._common(options, scratch), "--quiet", "--format", LOCK, "-o",
+            os.path.join(scratch, LOCK), source]  # fmt: skip
+
+
+def _uv_lines(scratch: str) -> list[str] | None:
+    from .._lockfile.read import read_lock
+    from .backends.uv import LOCK
+    from .locked import _line
+
+    try:
+        lock = read_lock(os.path.join(scratch, LOCK))
+    except RepoinstallError:
+        return None
+    if any(not package.hashes for package in lock.packages):
+        return None
+    return [_line(package) for package in lock.packages] or None

@@ -1,0 +1,153 @@
+"""Install the distributions the store lacks, each once per repo: locked one by one, installed together.
+
+For a set of pinned artifacts (each line names one file by its sha256), everything not yet stored is locked by
+its own lock (``store-locks/<env>/<name>/<leaf>.lock``: the heartbeat, takeover and wait of a tree's lock), in
+one global order (by :class:`DistId`), so two pods wanting overlapping sets never wait for each other in a
+circle. What a peer stores while we wait for its lock ends that wait; what we hold is installed in ONE installer
+run (``--no-deps --require-hashes``) into a private dir, split by RECORD into one dir per distribution, each
+checked, made read-only and published into the store by a rename that never replaces anything.
+
+Invariant: **the rename into the store is the commit point; a distribution's lock only saves duplicate work.**
+A stored distribution is named by its artifact's sha256, so whoever publishes it first publishes the same files,
+and a publish that finds a peer's there uses theirs. Lost locks, ``--no-lock`` and crashes can cost an install,
+never a partial distribution at a store path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from packaging.version import Version
+
+from .. import _log
+from .._dstore import store as _store
+from .._dstore.audit import fit
+from .._dstore.compose import read_only
+from .._dstore.identity import DistId
+from .._dstore.split import split
+from .._errors import InstallError
+from .._options import InstallOptions
+from .._requirements import Requested
+from .._store.lockkey import LockKey
+
+if TYPE_CHECKING:
+    from .._store.layout import Layout
+    from .._store.locks import TreeLocks
+    from .backends.run import Built
+
+#: Rounds of "lock what is missing, install what we hold": a peer that held a lock and then failed (or died)
+#: leaves its distributions missing, which the next round installs; more rounds than this is a fault to report.
+_ROUNDS = 3
+
+
+def lock_key(dist: DistId) -> LockKey:
+    """The key of a stored distribution's lock (its holder's note carries the version)."""
+    return LockKey(dist.lock_parts(), dist.leaf, str(dist), str(dist.version))
+
+
+def store_missing(
+    layout: Layout,
+    locks: TreeLocks,
+    options: InstallOptions,
+    planned: Sequence[tuple[DistId, str]],
+    scratch: str,
+    write: Callable[[str, bytes], str],
+    what: str,
+) -> tuple[list[DistId], Built | None]:
+    """Make every distribution of ``planned`` (each with its pinned line) stored; those this call installed, and
+    its last installer run (``None`` if it needed none)."""
+    # Each one hashed whole before it is linked into another tree: a changed one is set aside and installed afresh.
+    todo = sorted({dist: line for dist, line in planned if not fit(layout, dist)}.items())
+    installed: list[DistId] = []
+    built = None
+    for turn in range(1, _ROUNDS + 1):
+        if not todo:
+            return installed, built
+        with contextlib.ExitStack() as held_locks:
+            mine = []
+            for dist, line in todo:  # in DistId order: never a circle of waits
+                # Its lock's state goes as it is released (unless a peer is in it): waiters ask the store, not it.
+                held = held_locks.enter_context(locks.hold(lock_key(dist), ready=_present(layout, dist), gone=_always))
+                if held.peer_finished or _store.present(layout, dist):
+                    continue  # a peer stored it while we waited (the same artifact's files)
+                mine.append((dist, line))
+            for number, group in enumerate(_runs(mine)):
+                where = os.path.join(scratch, f"store-{turn}-{number}")
+                built = _install(layout, options, group, where, write, what)
+                installed += [dist for dist, _ in group]
+        todo = [(dist, line) for dist, line in todo if not _store.present(layout, dist)]
+    if todo:
+        raise InstallError(f"{what}: {todo[0][0]} is still not stored after {_ROUNDS} rounds of installing it")
+    return installed, built
+
+
+def _runs(mine: Sequence[tuple[DistId, str]]) -> list[list[tuple[DistId, str]]]:
+    """``mine`` in as few installer runs as hold each project once (one ``--target`` dir cannot hold two versions
+    of one project): one run, unless the batch wants several versions of something."""
+    runs: list[list[tuple[DistId, str]]] = []
+    for item in mine:
+        run = next((r for r in runs if all(dist.name != item[0].name for dist, _ in r)), None)
+        if run is None:
+            runs.append(run := [])
+        run.append(item)
+    return runs
+
+
+def _present(layout: Layout, dist: DistId) -> Callable[[], bool]:
+    return lambda: _store.present(layout, dist)
+
+
+def _always() -> bool:
+    return True
+
+
+def _install(
+    layout: Layout,
+    options: InstallOptions,
+    mine: Sequence[tuple[DistId, str]],
+    scratch: str,
+    write: Callable[[str, bytes], str],
+    what: str,
+) -> Built:
+    """One installer run of ``mine`` into a private dir, then each distribution published into the store."""
+    from .backends.run import install
+
+    os.makedirs(scratch)
+    combined = os.path.join(scratch, "combined")
+    lines = tuple(line for _, line in mine)
+    pin = write(os.path.basename(scratch) + ".txt", ("\n".join(lines) + "\n").encode())
+    batch = Requested(what, "repoinstall-store", (), Version("1"), source="store", locked=lines)
+    _log.logger().debug("%s: installing %d distribution(s) into the store", what, len(mine))
+    built = install(options, combined, batch, pin, scratch, what)
+    made = split(combined, os.path.join(scratch, "split"))
+    for dist, _ in mine:
+        publish(layout, dist, _staged_of(made, dist))
+    return built
+
+
+def publish(layout: Layout, dist: DistId, staged: str) -> None:
+    """Check the staged dir is ``dist`` whole, make it read-only, and rename it into the store (a peer's, there
+    first, is the same artifact's files: ours is dropped with the scratch dir)."""
+    if (problem := _store.check(staged, dist)) is not None:
+        raise InstallError(problem)
+    read_only(staged)
+    if not _store.publish(layout, dist, staged):
+        _log.logger().debug("%s: a peer stored it first; using theirs", dist)
+
+
+def _staged_of(made: dict[str, str], dist: DistId) -> str:
+    from packaging.version import InvalidVersion
+
+    from .._store.identity import canonical_name
+
+    for dist_info, staged in made.items():
+        name, _, version = dist_info.removesuffix(".dist-info").rpartition("-")
+        try:
+            if canonical_name(name) == dist.name and Version(version) == dist.version:
+                return staged
+        except InvalidVersion:
+            continue
+    raise InstallError(f"{dist}: the installer did not install it")

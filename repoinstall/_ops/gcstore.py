@@ -1,0 +1,235 @@
+"""gc of the store: a stored distribution goes only when no tree holds it, and its lock's debris once proven idle.
+
+A stored distribution (``store/<env>/<name>/<version>-<sha16>/``) is HELD, and kept, while any of these is true:
+
+* a tree's record names it (:mod:`repoinstall._dstore.held`: its ``dists`` row's name, version and sha256);
+* one of its files has more than one link: a tree is made of links of the store's files, so a tree holds them
+  whether or not it has a record (one published a moment ago, one whose record was lost, one being composed in
+  its staging dir, one in trash/ not yet deleted);
+* its directory is younger than ``max(--older-than, --stale-after)``: see :meth:`StoreCollection.stored_dist`;
+* its lock (``store-locks/<env>/<name>/<leaf>.lock``) is held, or cannot be had here: gc takes it without
+  waiting before it removes anything, as it takes a tree's.
+
+What is not held is renamed into trash/ and deleted there (:meth:`Layout.discard`), every directory opened without
+following a symlink: a symlink in store/ is reported and left alone, never followed. Empty ``store/<env>/<name>/``
+directories stay: a publisher makes them and renames into them without a lock, so removing one could fail a
+publish; there is one per project name, and nothing else is left of a removed distribution.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from .. import _log
+from .._dstore.held import Held, held
+from .._dstore.identity import split_leaf, stored_lock_key
+from .._store import walk as _walk
+from .._store.layout import OWNER_SUFFIX, STORE, STORE_LOCKS
+from .._store.lockformat import STATE_SUFFIX
+from .._store.lockkey import LockKey
+from .sweep import Removal, Sweep, kind_at
+
+
+class StoreCollection(Sweep):
+    """The store's part of a gc run (see the module's docstring)."""
+
+    #: What the records named when last read, and when (monotonic).
+    _recorded: tuple[float, Held]
+
+    def store(self) -> None:
+        """Every stored distribution no tree holds (and old enough, and whose lock is free) goes."""
+        try:
+            recorded = held(self.layout)
+        except PermissionError as error:
+            _log.logger().warning(
+                "left the store alone: a record cannot be read by uid %d (%s), so no stored distribution can be "
+                "proven unused; run gc as the repo's owner",
+                os.geteuid(),
+                error.filename or error,
+            )
+            return
+        self._recorded = (time.monotonic(), recorded)
+        for env in self._subdirs((STORE,)):
+            for name in self._subdirs((STORE, env)):
+                with self._dir((STORE, env, name)) as directory:
+                    found = [] if directory is None else _walk.entries(directory)
+                for leaf, kind in found:
+                    if leaf.startswith("."):
+                        continue  # not the store's: nothing it makes is hidden
+                    path = self.layout.path(STORE, env, name, leaf)
+                    if kind == _walk.LINK:
+                        self._leave_alone(path, f"a symlink in {STORE}/: left alone")
+                    elif kind != _walk.DIR or split_leaf(leaf) is None:
+                        self._leave_alone(path, f"not a stored distribution in {STORE}/: left alone")
+                    elif not recorded.holds(env, name, leaf):
+                        self.stored_dist(env, name, leaf)
+
+    def _subdirs(self, parts: tuple[str, ...]) -> list[str]:
+        """The directories in ``parts`` (a symlink among them reported and left alone, hidden names skipped)."""
+        with self._dir(parts) as directory:
+            found = [] if directory is None else _walk.entries(directory)
+        for name, kind in found:
+            if kind == _walk.LINK:
+                self._leave_alone(self.layout.path(*parts, name), f"a symlink in {parts[0]}/: left alone")
+        return [name for name, kind in found if kind == _walk.DIR and not name.startswith(".")]
+
+    def stored_dist(self, env: str, name: str, leaf: str) -> None:
+        """Remove ``store/<env>/<name>/<leaf>``, which no record names, unless a tree links it, it is young, or
+        its lock is held. Said as a :class:`Removal` when it goes; why it stays, in the log."""
+        parts = (STORE, env, name, leaf)
+        path = self.layout.path(*parts)
+        # Invariant: a batch publishes a distribution into the store (a rename), then composes the trees that use
+        # it (links), then publishes and records them. Between the first and the second step nothing links it
+        # and no record names it: only its age says it is wanted, so it is kept while younger than the stale
+        # threshold (and --older-than). A batch stopped there for longer has lost its staging dir to gc by the
+        # same rule (its heartbeat stopped). Whatever gc takes from under a compose (that one, or a batch that
+        # found an old unheld distribution present just before gc took it) fails that compose: gc renames before
+        # it deletes, and compose checks that each stored dir is still at its path after walking it (so a tree is
+        # never published short of files). Installers taking the distribution's lock while they compose would
+        # spare them the failure.
+        young = max(self.older_than, self.settings.stale_after)
+        why = self._held_on_disk(parts, young)
+        if why is not None:
+            _log.logger().info("kept %s: %s", path, why)
+            return
+        reason = "no tree holds it: no record names it, no tree links it"
+        if self.dry_run:
+            self.found.append(Removal("dist", path, reason, False))
+            return
+
+        def step() -> None:
+            # Looked at again under its lock: a tree composed since the first look links it now, and one whose
+            # record was written since names it (the records read again at most once a second: gc of many
+            # distributions in a repo of many trees stays linear; a tree links its files before it is recorded).
+            again = self._held_on_disk(parts, young)
+            if again is None and self._records_now().holds(env, name, leaf):
+                again = "a tree's record names it now"
+            if again is not None:
+                _log.logger().info("kept %s: %s", path, again)
+                return
+            self._discard("dist", parts[:-1], leaf, reason)
+
+        kept = self._with_dist_lock(stored_lock_key(env, name, leaf), step)
+        if kept is not None:
+            _log.logger().info("kept %s: %s", path, kept)
+
+    def _records_now(self) -> Held:
+        """What the records name, read again if the last read is more than a second old."""
+        now = time.monotonic()
+        if now - self._recorded[0] > 1.0:
+            self._recorded = (now, held(self.layout))
+        return self._recorded[1]
+
+    def _held_on_disk(self, parts: tuple[str, ...], young: float) -> str | None:
+        """Why the stored distribution at ``parts`` is held by what is on disk (``None`` if it is not): it is
+        younger than ``young`` seconds, or a file of it has another link (a tree's). Its age is the newer of its
+        directory's mtime and ctime: the rename that published it sets the ctime."""
+        with self._dir(parts) as directory:
+            if directory is None:
+                return "gone already"
+            info = os.fstat(directory)
+            age = self.now - max(info.st_mtime, info.st_ctime)
+            if age < young:
+                return f"stored {max(age, 0):.0f}s ago (younger than {young:g}s: a batch may be composing trees of it)"
+            return _linked(directory)
+
+    def _with_dist_lock(self, key: LockKey, step: Callable[[], None]) -> str | None:
+        """Run ``step`` holding the stored distribution's lock, taken without waiting: ``None`` once it ran, else
+        why not (a peer holds it, or no lock can be had here). Without locking (``--no-lock``), just run it."""
+        if not self.settings.enabled:
+            step()
+            return None
+        from .._errors import RepoUnusable
+        from .._store.lockobstacles import Unusable
+        from .._store.locks import open_lock
+
+        try:
+            lock = open_lock(self.layout, key, self.settings)
+        except RepoUnusable:
+            return "a symlink or file is where its lock directory belongs"
+        if isinstance(lock, Unusable):
+            return f"no lock can be had for it here ({lock.kind})"
+        taken = lock.try_take()
+        if not taken:
+            why = f"in use: its lock is {lock.holder()}" if taken is False else "its lock cannot be read by this uid"
+            lock.close()
+            return why
+        try:
+            step()
+        finally:
+            lock.release(forget=True)  # nobody else in it: its state is debris once we leave
+        return None
+
+    def store_lock_debris(self) -> None:
+        """What is left in ``store-locks/``: a lock's state once everyone who was in it is proven gone (as for a
+        tree's lock: nothing in it renewed for the stale threshold, every declared lease and ``--older-than``), an
+        owner note whose lock state is gone, a crashed write's temporary file, and empty lock directories."""
+        unreadable = 0
+        for env in self._subdirs((STORE_LOCKS,)):
+            for name in self._subdirs((STORE_LOCKS, env)):
+                parts = (STORE_LOCKS, env, name)
+                with self._dir(parts) as directory:
+                    if directory is not None:
+                        unreadable += self._lock_dir(parts, directory)
+                path = self.layout.path(*parts)
+                if self.dry_run:
+                    with self._dir(parts) as directory:
+                        if directory is not None and not os.listdir(directory):
+                            self.found.append(Removal("lock", path, "empty lock directory", False))
+                elif self.layout.prune(parts):
+                    self.found.append(Removal("lock", path, "empty lock directory", True))
+        if unreadable:
+            _log.logger().warning(
+                "left %d stored distribution lock state(s) alone: this is uid %d, which cannot read them",
+                unreadable,
+                os.geteuid(),
+            )
+
+    def _lock_dir(self, parts: tuple[str, ...], directory: int) -> int:
+        """The debris in one ``store-locks/<env>/<name>/``; how many lock states could not be read."""
+        unreadable = 0
+        names = {entry for entry, _ in _walk.entries(directory)}
+        for entry in sorted(names):
+            old = self._age(directory, entry) >= self.older_than
+            if entry.endswith(STATE_SUFFIX):
+                note = entry.removesuffix(STATE_SUFFIX) + OWNER_SUFFIX
+                if kind_at(directory, entry) != _walk.DIR:
+                    if old:
+                        self._discard("lock", parts, entry, "not a lock's state directory")
+                    continue
+                try:
+                    gone_for, _ = self._participants(directory, entry, note)
+                except PermissionError:
+                    unreadable += 1
+                    continue
+                if gone_for is None:
+                    continue
+                reason = f"lock state of a stored distribution: nobody in it for {gone_for:.0f}s"
+                self._discard("lock", parts, entry, reason)
+                if note in names:
+                    self._discard("note", parts, note, "owner note of a holder proven gone")
+            elif entry.endswith(OWNER_SUFFIX):
+                state = entry.removesuffix(OWNER_SUFFIX) + STATE_SUFFIX
+                stale = self._age(directory, entry) >= max(self.older_than, self.settings.stale_after)
+                if state not in names and stale:
+                    self._discard("note", parts, entry, "owner note of a lock with no state")
+            elif entry.startswith(".") and entry.endswith(".tmp") and old:
+                self._discard("temp", parts, entry, "temporary file of an interrupted write")
+        return unreadable
+
+
+def _linked(directory: int) -> str | None:
+    """Why a tree holds the stored distribution open at ``directory``: a file of it with more than one link (the
+    store's own and a tree's), else ``None``. Nothing is followed; only regular files are looked at."""
+    for entry in _walk.walk(directory):
+        if entry.kind != _walk.FILE:
+            continue
+        try:
+            links = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False).st_nlink
+        except FileNotFoundError:
+            continue
+        if links > 1:
+            return f"a tree links it ({entry.path} has {links} links)"
+    return None

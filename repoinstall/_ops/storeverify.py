@@ -1,0 +1,78 @@
+"""Deep verification of the store: every stored distribution's files against its RECORD, each named with the
+trees whose records name it (a file changed in place in the store is changed in each of them too: one inode).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .._dstore import audit as _audit
+from .._dstore.inventory import Stored, every, holders
+from .._store import fs as _fs
+from .._store.dists import RecordProblems
+from .._store.identity import TreeId
+from .._store.layout import Layout
+from .verify import BROKEN, CHANGED, MISSING, OK, UNREADABLE
+
+
+class DistReport(NamedTuple):
+    """What ``verify`` found for one stored distribution."""
+
+    stored: Stored
+    path: str
+    status: str
+    problems: RecordProblems
+    #: The trees whose records name this distribution's artifact (composed from it), as pins.
+    trees: tuple[TreeId, ...] = ()
+    notes: tuple[str, ...] = ()
+    #: ``name==version`` as its dist-info says, when one names it.
+    dist: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "dist": self.dist or self.stored.name,
+            "env": self.stored.env,
+            "stored": self.stored.leaf,
+            "path": self.path,
+            "status": self.status,
+            "missing": list(self.problems.missing),
+            "changed": list(self.problems.changed),
+            "extra": list(self.problems.extra),
+            "trees": [t.pin for t in self.trees],
+            "notes": list(self.notes),
+        }
+
+    def __str__(self) -> str:
+        return f"{self.dist or self.stored.name} (store/{self.stored.env}/{self.stored.name}/{self.stored.leaf})"
+
+
+def verify_store(layout: Layout, trees: list[TreeId], only: list[TreeId] | None = None) -> list[DistReport]:
+    """Check the stored distributions: all of them, or (``only``) those these trees are composed from. Each
+    report names the trees, of ``trees`` (every tree of the repo, say), composed from it."""
+    held = holders(layout, trees)
+    wanted = every(layout) if only is None else sorted(set(holders(layout, only)))
+    return [verify_one(layout, stored, tuple(held.get(stored, ()))) for stored in wanted]
+
+
+def verify_one(layout: Layout, stored: Stored, trees: tuple[TreeId, ...] = ()) -> DistReport:
+    """Check one stored distribution file by file. Reads only; takes no lock (it never changes once stored)."""
+    path = layout.path(*stored.parts())
+    try:
+        found = _audit.check(layout, stored)
+    except (_fs.Unreadable, PermissionError) as error:
+        return DistReport(stored, path, UNREADABLE, RecordProblems(), trees, (str(error),))
+    if found is None:
+        return DistReport(stored, path, MISSING, RecordProblems(), trees, ("not in the store",))
+    if found.broken is not None or found.dist is None:
+        return DistReport(stored, path, BROKEN, RecordProblems(), trees, (found.broken or "no dist-info",))
+    named = f"{found.dist.name}=={found.dist.version}"
+    notes: tuple[str, ...] = ()
+    if found.problems.bytecode:
+        notes = (f"{len(found.problems.bytecode)} unrecorded bytecode file(s) (harmless)",)
+    if found.problems:
+        return DistReport(stored, path, CHANGED, found.problems, trees, notes, named)
+    return DistReport(stored, path, OK, found.problems, trees, notes, named)
