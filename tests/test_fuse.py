@@ -129,3 +129,34 @@ def test_a_waiter_whose_holders_note_goes_while_read_keeps_waiting(tmp_path: Pat
         assert "waiting for" in err, err
         assert finish(holder)[0] == 0
         assert index.downloads("slow_pkg") == 1
+
+
+def _shared_pair(repo: Path, index: IndexServer) -> tuple[Path, Path]:
+    """adaptor-b and adaptor-x[fast], two trees needing the same dep-c: both installed, both import it."""
+    trees = []
+    for spec, module in (("adaptor-b==1.0", "adaptor_b"), ("adaptor-x[fast]==1.0", "adaptor_x")):
+        done = run(*ensure_args(repo, index.url, spec))
+        assert done.returncode == 0, done.stderr
+        assert actions(done.stdout) == ["installed"]
+        tree = Path(document(done.stdout)["packages"][0]["path"])
+        assert import_version(tree, module) == "1.0" and import_version(tree, "dep_c") == "1.0"
+        trees.append(tree)
+    return trees[0], trees[1]
+
+
+def test_where_hard_links_are_refused_trees_are_copies_of_the_store(tmp_path: Path, index: IndexServer) -> None:
+    # The mount refuses link() (EPERM): each tree is composed of copies of the stored files. The store still holds
+    # dep-c once; both trees work and verify.
+    from storecheck import assert_store_whole, files, shares
+
+    for [mount] in _mount(tmp_path, ["nolinks"], "--no-links"):
+        repo = mount / "repo"
+        tree_b, tree_x = _shared_pair(repo, index)
+        found = assert_store_whole(repo)
+        assert sorted(key.split("/")[0] for key in found) == ["adaptor-b", "adaptor-x", "dep-c"]
+        dep_c = next(path for key, path in found.items() if key.startswith("dep-c/"))
+        count = len(files(dep_c))
+        assert shares(tree_b, dep_c) == shares(tree_x, dep_c) == (0, count)  # copies, each tree its own
+        assert all(info.st_nlink == 1 for info in files(tree_b).values())
+        verified = run("verify", "--repo", repo)
+        assert verified.returncode == 0, verified.stdout + verified.stderr

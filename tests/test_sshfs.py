@@ -51,3 +51,36 @@ def test_doctor_on_sshfs_names_the_problem(sshfs_repo: Path) -> None:
     findings = {f["check"]: f for f in json.loads(done.stdout)["findings"]}
     assert findings["hard links"]["result"] == "linked, but inodes differ"
     assert findings["rename dir onto a taken name"]["result"] == "refused with EPERM"
+
+
+def test_trees_sharing_a_stored_distribution_work_on_sshfs(
+    sshfs_repo: Path, index: IndexServer, request: pytest.FixtureRequest
+) -> None:
+    # adaptor-b and adaptor-x[fast] both need dep-c: stored once, composed into both trees. Whether sshfs made
+    # hard links (the server's files share an inode, though sshfs shows each link as its own) or copies, both
+    # trees work and verify; which it was is printed.
+    from storecheck import assert_store_whole, files
+
+    trees = []
+    for spec, module in (("adaptor-b==1.0", "adaptor_b"), ("adaptor-x[fast]==1.0", "adaptor_x")):
+        done = run(*ensure_args(sshfs_repo, index.url, spec))
+        assert done.returncode == 0, done.stderr
+        tree = Path(document(done.stdout)["packages"][0]["path"])
+        assert import_version(tree, module) == "1.0" and import_version(tree, "dep_c") == "1.0"
+        trees.append(tree)
+    found = assert_store_whole(sshfs_repo)
+    assert sorted(key.split("/")[0] for key in found) == ["adaptor-b", "adaptor-x", "dep-c"]
+    verified = run("verify", "--repo", sshfs_repo)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    # On the server's own disk (the backing dir): does the tree's dep-c share the stored file's inode?
+    backing = sshfs_repo.parent.parent / "backing" / "repo"
+    dep_c = backing / next(path for key, path in found.items() if key.startswith("dep-c/")).relative_to(sshfs_repo)
+    stored_files = files(dep_c)
+    how = set()
+    for tree in trees:
+        held = files(backing / tree.relative_to(sshfs_repo))
+        for relative, info in stored_files.items():
+            how.add("linked" if held[relative].st_ino == info.st_ino else "copied")
+    assert len(how) == 1, how  # one way for the whole mount
+    request.node.user_properties.append(("sshfs trees", how.pop()))
+    print(f"\nsshfs: trees' files are {request.node.user_properties[-1][1]} from the store", end="")
