@@ -161,3 +161,17 @@ def test_no_lock_still_stores_each_distribution_whole(repo: Path, shared: IndexS
     assert len(stored_dirs(repo)) == 5
     assert not (repo / "store-locks").exists() or not list((repo / "store-locks").rglob("*.lock*"))
     assert run("verify", "--all", "--repo", repo).returncode == 0
+
+
+def test_a_lock_whose_packages_are_stored_runs_no_installer(repo: Path, shared: IndexServer, tmp_path: Path) -> None:
+    assert run(*ensure_args(repo, shared.url, "uses-0==1.0")).returncode == 0
+    lock = tmp_path / "pylock.toml"
+    assert run("export", "uses-0==1.0", "--repo", repo, "-o", lock).returncode == 0
+    done = run("ensure", "-r", lock, "--repo", repo, "--json", "-v")
+    assert done.returncode == 0, done.stderr
+    # Its own metapackage (made here, metadata alone) is unpacked into the store; its packages are linked.
+    assert "with pip" not in done.stderr and "with uv" not in done.stderr, done.stderr
+    tree = Path(document(done.stdout)["packages"][0]["path"])
+    assert import_version(tree, "uses_0") == "1.0"
+    assert len(stored_dirs(repo)) == 4
+    assert run("verify", "--all", "--repo", repo).returncode == 0

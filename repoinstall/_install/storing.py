@@ -32,6 +32,7 @@ from .._errors import InstallError
 from .._options import InstallOptions
 from .._requirements import Requested
 from .._store import fs as _fs
+from .._store.identity import is_locked, is_set
 
 if TYPE_CHECKING:
     from .._store.layout import Layout
@@ -69,7 +70,12 @@ def store_missing(
                 if held.peer_finished or _store.present(layout, dist):
                     continue  # a peer stored it while we waited (the same artifact's files)
                 mine.append((dist, line))
-            for number, group in enumerate(_runs(mine)):
+            for dist, line in [(d, line) for d, line in mine if is_set(d.name) or is_locked(d.name)]:
+                # A set's or lock's own metapackage, a wheel made here of metadata alone: unpacked, no installer.
+                _unpack_own(layout, dist, line, os.path.join(scratch, f"own-{turn}-{dist.name}"))
+                installed.append(dist)
+            others = [(d, line) for d, line in mine if not (is_set(d.name) or is_locked(d.name))]
+            for number, group in enumerate(_runs(others)):
                 where = os.path.join(scratch, f"store-{turn}-{number}")
                 built = _install(layout, options, group, where, write, what)
                 installed += [dist for dist, _ in group]
@@ -77,6 +83,29 @@ def store_missing(
     if todo:
         raise InstallError(f"{what}: {todo[0][0]} is still not stored after {_ROUNDS} rounds of installing it")
     return installed, built
+
+
+def _unpack_own(layout: Layout, dist: DistId, line: str, scratch: str) -> None:
+    """Store a metapackage wheel that repoinstall made (a set's, a lock's: a dist-info of metadata alone, named by
+    its file URL in ``line``), by unpacking it as an installer would, then publishing it as any distribution."""
+    import urllib.parse
+    import urllib.request
+    import zipfile
+
+    url = line.partition(" @ ")[2].split(" --hash=")[0]
+    path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+    staged = os.path.join(scratch, "own")
+    os.makedirs(staged)
+    with zipfile.ZipFile(path) as wheel:
+        for member in wheel.namelist():
+            # Its own names: one dist-info dir of plain files (what ``together.wheel`` writes), nothing else.
+            parts = member.split("/")
+            if len(parts) != 2 or not parts[0].endswith(".dist-info") or parts[1] in ("", ".", ".."):
+                raise InstallError(f"{dist}: {member} is not in a metapackage's dist-info")
+            os.makedirs(os.path.join(staged, parts[0]), exist_ok=True)
+            with open(os.path.join(staged, *parts), "wb") as handle:
+                handle.write(wheel.read(member))
+    publish(layout, dist, staged)
 
 
 def _runs(mine: Sequence[tuple[DistId, str]]) -> list[list[tuple[DistId, str]]]:
