@@ -15,7 +15,9 @@ from helpers import (
     actions,
     document,
     ensure_args,
+    find_links,
     finish,
+    installed_paths,
     isolated_env,
     run,
     signal_group,
@@ -28,20 +30,12 @@ from indexserver import IndexServer
 LOCK = ["--stale-after", "2", "--heartbeat", "0.4"]
 
 
-def _index(index: IndexServer) -> list[str]:
-    return ["--no-index", "--find-links", index.url]
-
-
-def _paths(repo: Path, index: IndexServer, *specs: str) -> list[Path]:
-    done = run(*ensure_args(repo, index.url, *specs))
-    assert done.returncode == 0, done.stderr
-    return [Path(p["path"]) for p in document(done.stdout)["packages"]]
-
-
 def test_verify_finds_changed_missing_and_extra_files_and_repair_fixes_only_those(
     repo: Path, index: IndexServer
 ) -> None:
-    a, b, d, e = _paths(repo, index, "adaptor-a==1.0", "adaptor-b==1.0", "adaptor-d==1.0", "adaptor-e==1.0")
+    a, b, d, e = installed_paths(
+        repo, index.url, "adaptor-a==1.0", "adaptor-b==1.0", "adaptor-d==1.0", "adaptor-e==1.0"
+    )
     clean = run("verify", "--repo", repo, "--json")
     assert clean.returncode == 0, clean.stdout
     assert [t["status"] for t in json.loads(clean.stdout)["trees"]] == ["ok"] * 4
@@ -61,7 +55,7 @@ def test_verify_finds_changed_missing_and_extra_files_and_repair_fixes_only_thos
     (stored,) = [d for d in json.loads(found.stdout)["store"] if d["status"] != "ok"]
     assert stored["dist"] == "adaptor-a==1.0" and stored["changed"] == ["adaptor_a/__init__.py"]
 
-    fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *_index(index))
+    fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *find_links(index.url))
     assert fixed.returncode == 0, fixed.stderr
     repaired = json.loads(fixed.stdout)["repaired"]
     assert [r["action"] for r in repaired if "dist" in r] == ["set aside"]  # first, so it is installed afresh
@@ -72,12 +66,12 @@ def test_verify_finds_changed_missing_and_extra_files_and_repair_fixes_only_thos
 
 
 def test_repair_rerecords_a_whole_tree_without_pip(repo: Path, index: IndexServer) -> None:
-    _paths(repo, index, "adaptor-a==1.0")
+    installed_paths(repo, index.url, "adaptor-a==1.0")
     next((repo / "records").rglob("1.json")).unlink()
     found = run("verify", "adaptor-a==1.0", "--repo", repo, "--json")
     assert found.returncode == 1
     assert json.loads(found.stdout)["trees"][0]["status"] == "unrecorded"
-    fixed = run("verify", "adaptor-a==1.0", "--repo", repo, "--repair", "--json", *LOCK, *_index(index))
+    fixed = run("verify", "adaptor-a==1.0", "--repo", repo, "--repair", "--json", *LOCK, *find_links(index.url))
     assert json.loads(fixed.stdout)["repaired"][0]["action"] == "re-recorded"
     assert index.downloads("adaptor_a") == 1
     missing = run("verify", "adaptor-h==1.0", "--repo", repo)
@@ -112,9 +106,9 @@ def test_gc_removes_a_dead_installers_staging_and_keeps_a_live_ones(repo: Path, 
 
 
 def test_gc_unused_for_unpublishes_record_first_and_keeps_used_trees(repo: Path, index: IndexServer) -> None:
-    a, d = _paths(repo, index, "adaptor-a==1.0", "adaptor-d==1.0")
+    a, d = installed_paths(repo, index.url, "adaptor-a==1.0", "adaptor-d==1.0")
     assert not list((repo / "records").rglob("*.used"))
-    _paths(repo, index, "adaptor-a==1.0", "adaptor-d==1.0")  # a warm ensure notes "last ensured"
+    installed_paths(repo, index.url, "adaptor-a==1.0", "adaptor-d==1.0")  # a warm ensure notes "last ensured"
     used = next((repo / "records").rglob("adaptor-a/1.used"))
     old = time.time() - 10 * 86400
     os.utime(used, (old, old))
@@ -129,8 +123,8 @@ def test_gc_unused_for_unpublishes_record_first_and_keeps_used_trees(repo: Path,
 
 
 def test_gc_unused_for_keeps_a_tree_a_process_on_this_host_uses(repo: Path, index: IndexServer) -> None:
-    a, d = _paths(repo, index, "adaptor-a==1.0", "adaptor-d==1.0")
-    _paths(repo, index, "adaptor-a==1.0", "adaptor-d==1.0")  # a warm ensure notes "last ensured"
+    a, d = installed_paths(repo, index.url, "adaptor-a==1.0", "adaptor-d==1.0")
+    installed_paths(repo, index.url, "adaptor-a==1.0", "adaptor-d==1.0")  # a warm ensure notes "last ensured"
     kept = snapshot(a)
     # The workers that import from a: one started as `repoinstall run` starts it (PYTHONPATH), one running a
     # file of the tree (its command line names it).
@@ -165,7 +159,7 @@ def test_gc_unused_for_keeps_a_tree_a_process_on_this_host_uses(repo: Path, inde
 
 
 def test_gc_removes_idle_lock_state_and_trash(repo: Path, index: IndexServer) -> None:
-    _paths(repo, index, "adaptor-a==1.0")
+    installed_paths(repo, index.url, "adaptor-a==1.0")
     (repo / "trash").mkdir(exist_ok=True)
     (repo / "trash" / "leftover").mkdir()
     assert list((repo / "locks").rglob("*.lock.rw"))
@@ -211,7 +205,7 @@ def test_doctor_on_a_local_disk(tmp_path: Path) -> None:
 
 
 def test_garbage_heals_or_is_named(repo: Path, index: IndexServer) -> None:
-    a, b = _paths(repo, index, "adaptor-a==1.0", "adaptor-b==1.0")
+    a, b = installed_paths(repo, index.url, "adaptor-a==1.0", "adaptor-b==1.0")
     env = a.parent.parent.name
     healthy = snapshot(b)
     record_a = repo / "records" / env / "adaptor-a" / "1.json"

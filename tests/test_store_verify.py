@@ -9,22 +9,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from helpers import document, ensure_args, run
+from helpers import find_links, installed_paths, run
 from indexserver import IndexServer
 
 LOCK = ["--stale-after", "2", "--heartbeat", "0.4"]
 SHARING = ("adaptor-b==1.0", "adaptor-x[fast]==1.0")  # both need dep-c
 DEP_FILE = Path("dep_c") / "__init__.py"
-
-
-def _index(index: IndexServer) -> list[str]:
-    return ["--no-index", "--find-links", index.url]
-
-
-def _paths(repo: Path, index: IndexServer, *specs: str) -> list[Path]:
-    done = run(*ensure_args(repo, index.url, *specs))
-    assert done.returncode == 0, done.stderr
-    return [Path(p["path"]) for p in document(done.stdout)["packages"]]
 
 
 def _stored_dep(repo: Path) -> Path:
@@ -45,7 +35,7 @@ def _tree_files(repo: Path) -> list[Path]:
 def test_a_stored_file_changed_in_place_is_reported_for_every_tree_and_repaired_with_new_inodes(
     repo: Path, index: IndexServer, tmp_path: Path
 ) -> None:
-    b, x = _paths(repo, index, *SHARING)
+    b, x = installed_paths(repo, index.url, *SHARING)
     downloads = {name: index.downloads(name) for name in ("dep_c", "adaptor_b", "adaptor_x")}
     stored = _stored_dep(repo)
     original = (stored / DEP_FILE).read_bytes()
@@ -75,7 +65,7 @@ def test_a_stored_file_changed_in_place_is_reported_for_every_tree_and_repaired_
     assert f"changed    dep-c==1.0 (store/{stored.relative_to(repo / 'store')})" in text.stdout
     assert "held by adaptor-b==1.0, adaptor-x[fast]==1.0" in text.stdout
 
-    fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *_index(index))
+    fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *find_links(index.url))
     assert fixed.returncode == 0, fixed.stderr
     repaired = json.loads(fixed.stdout)["repaired"]
     assert repaired[0]["action"] == "set aside" and repaired[0]["dist"].startswith("dep-c==1.0 ")
@@ -99,7 +89,7 @@ def test_a_stored_file_changed_in_place_is_reported_for_every_tree_and_repaired_
 
 
 def test_a_tree_file_replaced_by_a_new_inode_is_that_trees_damage_only(repo: Path, index: IndexServer) -> None:
-    b, x = _paths(repo, index, *SHARING)
+    b, x = installed_paths(repo, index.url, *SHARING)
     downloads = index.downloads("dep_c"), index.downloads("adaptor_b")
     stored = _stored_dep(repo) / DEP_FILE
     before = stored.stat().st_ino
@@ -112,7 +102,7 @@ def test_a_tree_file_replaced_by_a_new_inode_is_that_trees_damage_only(repo: Pat
     assert statuses == {"adaptor-b==1.0": "changed", "adaptor-x[fast]==1.0": "ok"}
     assert {d["status"] for d in found["store"]} == {"ok"}
 
-    fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *_index(index))
+    fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *find_links(index.url))
     assert fixed.returncode == 0, fixed.stderr
     assert json.loads(fixed.stdout)["repaired"] == [
         {"tree": "adaptor-b==1.0", "env": found["trees"][0]["env"], "action": "reinstalled"}
@@ -124,7 +114,7 @@ def test_a_tree_file_replaced_by_a_new_inode_is_that_trees_damage_only(repo: Pat
 
 
 def test_an_install_never_links_a_stored_file_whose_size_changed(repo: Path, index: IndexServer) -> None:
-    b, x = _paths(repo, index, *SHARING)
+    b, x = installed_paths(repo, index.url, *SHARING)
     assert run("remove", "adaptor-x[fast]==1.0", "--repo", repo, *LOCK).returncode == 0  # its closure is kept
     stored = _stored_dep(repo) / DEP_FILE
     original, before = stored.read_bytes(), stored.stat().st_ino
@@ -132,7 +122,7 @@ def test_an_install_never_links_a_stored_file_whose_size_changed(repo: Path, ind
     stored.write_bytes(original + b"# grown\n")  # in place: the tree's file too
 
     # Installed again from its kept closure, from the store: the changed dist is set aside and installed afresh.
-    assert _paths(repo, index, "adaptor-x[fast]==1.0") == [x]
+    assert installed_paths(repo, index.url, "adaptor-x[fast]==1.0") == [x]
     assert (x / DEP_FILE).read_bytes() == original and (x / DEP_FILE).stat().st_ino != before
     assert (x / DEP_FILE).stat().st_ino == stored.stat().st_ino  # the store holds it afresh
     assert (index.downloads("dep_c"), index.downloads("adaptor_x")) == (downloads[0] + 1, downloads[1])
@@ -142,12 +132,12 @@ def test_an_install_never_links_a_stored_file_whose_size_changed(repo: Path, ind
     statuses = {t["tree"]: t["status"] for t in found["trees"]}
     assert statuses == {"adaptor-b==1.0": "changed", "adaptor-x[fast]==1.0": "ok"}
     assert {d["status"] for d in found["store"]} == {"ok"}
-    assert run("verify", "--repo", repo, "--repair", *LOCK, *_index(index)).returncode == 0
+    assert run("verify", "--repo", repo, "--repair", *LOCK, *find_links(index.url)).returncode == 0
     assert (b / DEP_FILE).stat().st_ino == stored.stat().st_ino and (b / DEP_FILE).read_bytes() == original
 
 
 def test_a_stored_file_replaced_by_a_new_inode_is_the_stores_damage_only(repo: Path, index: IndexServer) -> None:
-    b, x = _paths(repo, index, *SHARING)
+    b, x = installed_paths(repo, index.url, *SHARING)
     stored = _stored_dep(repo)
     healthy = (b / DEP_FILE).stat().st_ino
     (stored / DEP_FILE).unlink()
@@ -159,7 +149,7 @@ def test_a_stored_file_replaced_by_a_new_inode_is_the_stores_damage_only(repo: P
     (damaged,) = [d for d in found["store"] if d["status"] != "ok"]
     assert damaged["changed"] == [str(DEP_FILE)] and sorted(damaged["trees"]) == sorted(SHARING)
 
-    fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *_index(index))
+    fixed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *find_links(index.url))
     assert fixed.returncode == 0, fixed.stderr
     assert [r["action"] for r in json.loads(fixed.stdout)["repaired"]] == ["set aside"]  # healthy trees untouched
     assert not stored.exists() and (b / DEP_FILE).stat().st_ino == (x / DEP_FILE).stat().st_ino == healthy

@@ -217,16 +217,9 @@ def _newest(asked: list[tuple[TreeId, dict[str, SpecifierSet]]], versions: Newes
 def _groups(trees: Sequence[tuple[Requested, TreeId]]) -> list[list[tuple[Requested, TreeId]]]:
     """``trees`` in as few groups as hold each project name once (several versions of one adaptor: one group
     per version)."""
-    groups: list[list[tuple[Requested, TreeId]]] = []
-    names: list[set[str]] = []
-    for item in trees:
-        number = next((n for n, held in enumerate(names) if item[1].name not in held), len(groups))
-        if number == len(groups):
-            groups.append([])
-            names.append(set())
-        groups[number].append(item)
-        names[number].add(item[1].name)
-    return groups
+    from .storing import distinct
+
+    return distinct(trees, lambda item: item[1].name)
 
 
 def _counted(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from packaging.version import Version
 
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from .._store.layout import Layout
     from .._store.locks import TreeLocks
     from .backends.run import Built
+
+T = TypeVar("T")
 
 #: Rounds of "lock what is missing, install what we hold": a peer that held a lock and then failed (or died)
 #: leaves its distributions missing, which the next round installs; more rounds than this is a fault to report.
@@ -111,16 +113,21 @@ def _unpack_own(layout: Layout, dist: DistId, line: str, scratch: str) -> None:
 def _runs(mine: Sequence[tuple[DistId, str]]) -> list[list[tuple[DistId, str]]]:
     """``mine`` in as few installer runs as hold each project once (one ``--target`` dir cannot hold two versions
     of one project): one run, unless the batch wants several versions of something."""
-    runs: list[list[tuple[DistId, str]]] = []
+    return distinct(mine, lambda item: item[0].name)
+
+
+def distinct(items: Sequence[T], name: Callable[[T], str]) -> list[list[T]]:
+    """``items`` in as few groups as hold each ``name`` once, in order."""
+    groups: list[list[T]] = []
     names: list[set[str]] = []
-    for item in mine:
-        number = next((n for n, held in enumerate(names) if item[0].name not in held), len(runs))
-        if number == len(runs):
-            runs.append([])
+    for item in items:
+        number = next((n for n, held in enumerate(names) if name(item) not in held), len(groups))
+        if number == len(groups):
+            groups.append([])
             names.append(set())
-        runs[number].append(item)
-        names[number].add(item[0].name)
-    return runs
+        groups[number].append(item)
+        names[number].add(name(item))
+    return groups
 
 
 def _present(layout: Layout, dist: DistId) -> Callable[[], bool]:

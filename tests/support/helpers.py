@@ -200,3 +200,15 @@ def tmpfs(mountpoint: Path, size: str) -> Iterator[Path]:
         yield mountpoint
     finally:
         subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+
+
+def find_links(index_url: str) -> list[str]:
+    """The index options of a command that installs from the tests' find-links page only."""
+    return ["--no-index", "--find-links", index_url]
+
+
+def installed_paths(repo: Path, index_url: str, *specs: str) -> list[Path]:
+    """Ensure ``specs`` into ``repo``; the path of each tree, in order."""
+    done = run(*ensure_args(repo, index_url, *specs))
+    assert done.returncode == 0, done.stderr
+    return [Path(p["path"]) for p in document(done.stdout)["packages"]]
