@@ -166,6 +166,12 @@ def _check_trees(backing_repo: Path, result: ChaosResult) -> None:
         whole = tree["status"] in ("ok", "unrecorded") and not (tree["missing"] or tree["changed"] or tree["extra"])
         if not whole:
             result.bad_trees.append(f"{tree['tree']}: {tree['status']} {tree['missing'] + tree['changed']}")
+    # The store the trees are composed of, after the same kills and pauses: every stored distribution whole.
+    for stored in json.loads(done.stdout).get("store", []):
+        if stored["status"] != "ok":
+            result.bad_trees.append(
+                f"store {stored['dist']}: {stored['status']} {stored['missing'] + stored['changed']}"
+            )
 
 
 def run_chaos(
