@@ -70,11 +70,17 @@ class IndexServer:
                     return
                 if name == "":
                     links = "".join(
-                        f'<a href="/{html.escape(p.name)}{server.fragment(p)}">{html.escape(p.name)}</a>\n'
+                        f'<a href="/{html.escape(p.name)}{server.fragment(p)}"{server.core_metadata(p)}>'
+                        f"{html.escape(p.name)}</a>\n"
                         for p in sorted(server.directory.glob("*.whl"))
                     )
                     body = f"<html><body>\n{links}</body></html>\n".encode()
                     self._send(200, body, "text/html")
+                    return
+                if name.endswith(".whl.metadata") and server.hashes and (meta := server.metadata(name)) is not None:
+                    # PEP 658: a wheel's METADATA on its own, so a resolver learns its requirements without
+                    # downloading it (as from PyPI); not a download of the wheel.
+                    self._send(200, meta, "application/octet-stream")
                     return
                 path = server.directory / name
                 if "/" in name or not path.is_file():
@@ -154,6 +160,7 @@ class IndexServer:
                                 "url": f"../../{p.name}",
                                 "hashes": {"sha256": server.sha256(p)} if server.hashes else {},
                                 "yanked": p.name in server.yanked,
+                                **server.core_metadata_json(p),
                             }
                             for p in files
                         ],
@@ -161,7 +168,7 @@ class IndexServer:
                     self._send(200, json.dumps(document).encode(), "application/vnd.pypi.simple.v1+json")
                     return
                 links = "".join(
-                    f'<a href="../../{html.escape(p.name)}{server.fragment(p)}"'
+                    f'<a href="../../{html.escape(p.name)}{server.fragment(p)}"{server.core_metadata(p)}'
                     f"{' data-yanked' if p.name in server.yanked else ''}>{html.escape(p.name)}</a>\n"
                     for p in files
                 )
@@ -195,6 +202,36 @@ class IndexServer:
     def fragment(self, path: Path) -> str:
         """``#sha256=<hex>`` for a link to ``path`` when the pages give hashes, else nothing."""
         return f"#sha256={self.sha256(path)}" if self.hashes else ""
+
+    def metadata(self, name: str) -> bytes | None:
+        """The METADATA of the wheel ``name`` minus ``.metadata`` (PEP 658), or ``None``."""
+        import zipfile
+
+        path = self.directory / name.removesuffix(".metadata")
+        if "/" in name or not path.is_file():
+            return None
+        try:
+            with zipfile.ZipFile(path) as wheel:
+                found = [n for n in wheel.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+                return wheel.read(found[0]) if len(found) == 1 else None
+        except (OSError, zipfile.BadZipFile):
+            return None  # not a wheel at all (a broken one, on purpose): no METADATA to give
+
+    def core_metadata(self, path: Path) -> str:
+        """The attributes that say a wheel's METADATA is served beside it (PEP 658/714), when the pages give
+        hashes, as PyPI's do."""
+        meta = self.metadata(path.name + ".metadata") if self.hashes else None
+        if meta is None:
+            return ""
+        digest = hashlib.sha256(meta).hexdigest()
+        return f' data-core-metadata="sha256={digest}" data-dist-info-metadata="sha256={digest}"'
+
+    def core_metadata_json(self, path: Path) -> dict[str, object]:
+        meta = self.metadata(path.name + ".metadata") if self.hashes else None
+        if meta is None:
+            return {}
+        digest = {"sha256": hashlib.sha256(meta).hexdigest()}
+        return {"core-metadata": digest, "dist-info-metadata": digest}
 
     @property
     def simple(self) -> str:
