@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar, overload
 
 from . import _log
 from ._choose import Choice, Chooser
-from ._errors import Interrupted, InvalidInput, NotInstalled, RepoinstallError, ResolutionError, os_errors
+from ._errors import (
+    Interrupted,
+    InvalidInput,
+    LockTimeout,
+    NotInstalled,
+    RepoinstallError,
+    ResolutionError,
+    os_errors,
+)
 from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, STALE_AFTER, WAIT_TIMEOUT, LockSettings
 from ._requirements import Requested, parse_spec
 from ._results import Action, EnsureResult, Event
@@ -215,8 +223,7 @@ class Repo:
             return self._skipped(requested)
         if in_use(self._layout, tid):
             return self._result(requested, tid, "present")  # the warm path: on this thread, as before
-        prepared = self._installing([partial(self._prefill, [requested], [tid], [0])])[0]
-        return self._installing([partial(self._ensure, requested, tid, prepared.get(tid, _NOTHING))])[0]
+        return self._installing([partial(self._ensure, requested, tid)])[0]
 
     def ensure_together(self, specs: Iterable[Requested | str]) -> EnsureResult:
         """Make sure one tree holds all of ``specs`` and their dependencies, resolved by the installer in one
@@ -306,19 +313,18 @@ class Repo:
         """Store the distributions the ``missing`` trees need, in one resolution and one installer run (see
         :mod:`repoinstall._install.prefill`); each tree's closure, for those resolved here. Only a saving: whatever
         fails here is left to each tree's own install, which reports it."""
-        from ._dstore.store import used
         from ._install.prefill import prefill
 
         items = [(requested[i], tid) for i in missing if isinstance(tid := chosen[i], TreeId)]
-        if not items or (len(items) == 1 and not used(self._layout, items[0][1].env)):
-            return {}  # one tree into an empty store: its own installer run does it all at once
+        if len(items) < 2:
+            return {}  # one tree: its own protocol resolves and stores what it needs, under its own lock
         try:
             with os_errors(self._layout.root, items[0][1]):
                 done = self._layout.retrying(
                     prefill, self._layout, self._tree_locks(), self._install_options, items, self._newest
                 )
-        except Interrupted:
-            raise
+        except (Interrupted, LockTimeout):
+            raise  # stopping, or a peer's distribution waited for past --wait-timeout: exit 3, as for a tree
         except RepoinstallError as error:
             _log.logger().debug("storing the batch first failed (%s); installing tree by tree", error)
             return {}
