@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from .._store.locks import TreeLocks
     from .staging import Staging
 
+#: What :func:`_whole` says when the store stopped being cold while it waited: resolve first instead.
+_WARM: tuple[dict[TreeId, Closure], list[DistId]] = ({}, [])
+
 #: The name of a batch's staging dir (its owner note says it is a batch, for gc and for people).
 _BATCH = "repoinstall-batch"
 
@@ -95,11 +98,13 @@ def prefill(
         groups = _groups(unresolved)
         if groups and not _store.used(layout, env):
             # A cold store: nothing to spare, so the first group is resolved AND installed in one installer run.
-            whole = _whole(layout, locks, chosen, groups.pop(0), staging, what, versions)
+            whole = _whole(layout, locks, chosen, groups[0], staging, what, versions)
             if whole is None:
                 return Prefilled({}, {})  # each tree installs on its own, as before the store
-            found, stored = whole
-            pinned += [line for closure in found.values() for line in closure.lines]
+            if whole is not _WARM:
+                groups.pop(0)
+                found, stored = whole
+                pinned += [line for closure in found.values() for line in closure.lines]
         resolutions: list[tuple[list[tuple[Requested, TreeId]], list[str]]] = []
         for number, group in enumerate(groups):
             # One resolution per group of distinct names (one cannot hold two versions of a project).
@@ -152,12 +157,18 @@ def _whole(
         found = {tid: closure for _, tid in trees if (closure := _closures.read(layout, tid)) is not None}
         return found if len(found) == len(trees) else None
 
-    lock = LockKey((STORE_LOCKS, env, _BATCH), key, f"{len(trees)} trees ({what})")
-    # The lock only saves duplicate work: a pod that runs this without it (no lock possible, a lost lease) stores
-    # the same artifacts' files, and each publish into the store is a rename that never replaces.
+    # ONE lock for every batch into this environment's cold store. Its run holds no distribution's lock (which
+    # distributions it installs is known only once it ran), so no other batch may install beside it: a pod that
+    # waited for it finds its own trees' closures kept (the same batch: nothing left to do), or a store no longer
+    # cold, and resolves first, under each distribution's lock. The lock only saves duplicate work: a pod that runs
+    # this without it (no lock possible, a lost lease) stores the same artifacts' files, and each publish into the
+    # store is a rename that never replaces.
+    lock = LockKey((STORE_LOCKS, env, _BATCH), "cold", f"the first batch into the store ({what})")
     with locks.hold(lock, ready=lambda: kept() is not None, gone=lambda: True) as held:
         if held.peer_finished or kept() is not None:
             return kept() or {}, []  # a peer installed them while we waited: its closures, its stored files
+        if _store.used(layout, env):
+            return _WARM  # a peer's batch stored its distributions first: ours resolves first, under their locks
         scratch = os.path.join(staging.tmp, "whole")
         os.makedirs(scratch)
         combined = os.path.join(scratch, "combined")
