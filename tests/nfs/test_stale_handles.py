@@ -97,6 +97,9 @@ def test_a_tree_replaced_by_the_other_client(nfs: Nfs, index: IndexServer, debug
         tree = Path(repo.tree_path("adaptor-a==1.0"))
         assert repo.ensure("adaptor-a==1.0").action == "present"  # this client has the tree's handles cached
         replace_with_copy(nfs.a / tree.relative_to(nfs.b))
+        # Its files are links of the store's: replaced there too, the inodes this client has cached are gone.
+        for stored in (nfs.a / "store" / repo.env / "adaptor-a").iterdir():
+            replace_with_copy(stored)
         debug_log.clear()
         assert repo.ensure("adaptor-a==1.0").action == "present"
         assert looked_again(debug_log), "the tree's cached handle never went stale: the case proves nothing"

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,18 +143,24 @@ def _heartbeat_age(backing_repo: Path, host: str, pid: int | subprocess.Popen[st
     return min(ages, default=float("inf"))
 
 
-def _holding(backing_repo: Path, host: str, pid: int | subprocess.Popen[str]) -> list[str]:
-    """The trees ("name==version") whose lock the pod (host, pid) holds now, from the owner notes beside locks."""
+def _holding(backing_repo: Path, host: str, pid: int | subprocess.Popen[str], wanted: Sequence[str] = ()) -> list[str]:
+    """The trees ("name==version") whose lock the pod (host, pid) holds now, from the owner notes beside locks; and
+    every tree it ``wanted`` if it holds a lock of the store (a distribution's, or its batch's): what it was
+    installing there, for any of them, is lost with it."""
     pid = pid if isinstance(pid, int) else pid.pid
     held = []
-    for note in backing_repo.glob("locks/*/*/*.owner"):
+    for note in [*backing_repo.glob("locks/*/*/*.owner"), *backing_repo.glob("store-locks/*/*/*.owner")]:
         try:
             owner = json.loads(note.read_text())
         except (OSError, ValueError):
             continue
-        if owner.get("host") == host and owner.get("pid") == pid:
+        if owner.get("host") != host or owner.get("pid") != pid:
+            continue
+        if note.parts[-4] == "store-locks":
+            held += [_tree(*spec.split("==")) for spec in wanted]
+        else:
             held.append(_tree(note.parent.name, note.name.removesuffix(".owner")))
-    return held
+    return sorted(set(held))
 
 
 def _check_trees(backing_repo: Path, result: ChaosResult) -> None:
@@ -174,6 +180,31 @@ def _check_trees(backing_repo: Path, result: ChaosResult) -> None:
             )
 
 
+def _strike(
+    backing_repo: Path,
+    procs: list[tuple[str, subprocess.Popen[str]]],
+    wanted_by: dict[str, list[str]],
+    victims: list[int],
+    paused: list[int],
+    result: ChaosResult,
+) -> None:
+    """SIGKILL the ``victims`` and SIGSTOP the ``paused``, counting what each held against its trees' budgets."""
+    for i in victims:
+        host, proc = procs[i]
+        holding = _holding(backing_repo, host, proc.pid, wanted_by[host])
+        for package in holding:
+            result.kill_hits[package] += 1
+        result.log.append(f"{host} killed holding {holding}")
+        os.killpg(proc.pid, signal.SIGKILL)
+        result.killed += 1
+    for i in paused:
+        host, proc = procs[i]
+        for package in _holding(backing_repo, host, proc.pid, wanted_by[host]):
+            result.stop_hits[package] += 1
+        os.killpg(proc.pid, signal.SIGSTOP)
+        result.stopped += 1
+
+
 def run_chaos(
     work: Path,
     mounts: list[Path],
@@ -190,6 +221,7 @@ def run_chaos(
     result = ChaosResult(rounds=rounds, pods=rounds * pods)
     backing_repo = backing or work / "backing" / "repo"
     env = isolated_env()
+    wanted_by: dict[str, list[str]] = {}
     for number in range(rounds):
         procs = []
         for index_ in range(pods):
@@ -221,20 +253,9 @@ def run_chaos(
                 start_new_session=True,
             )
             procs.append((host, proc))
+            wanted_by[host] = wanted
         victims, paused = _choose_targets(backing_repo, procs, rng)
-        for i in victims:
-            host, proc = procs[i]
-            for package in _holding(backing_repo, host, proc.pid):
-                result.kill_hits[package] += 1
-            result.log.append(f"{host} killed holding {_holding(backing_repo, host, proc.pid)}")
-            os.killpg(proc.pid, signal.SIGKILL)
-            result.killed += 1
-        for i in paused:
-            host, proc = procs[i]
-            for package in _holding(backing_repo, host, proc.pid):
-                result.stop_hits[package] += 1
-            os.killpg(proc.pid, signal.SIGSTOP)
-            result.stopped += 1
+        _strike(backing_repo, procs, wanted_by, victims, paused, result)
         if paused:
             # Past the lease: every heartbeat record of the paused pods is older than the stale threshold, so
             # peers that want their trees take over.
