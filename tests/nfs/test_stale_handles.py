@@ -98,7 +98,7 @@ def test_a_tree_replaced_by_the_other_client(nfs: Nfs, index: IndexServer, debug
         assert repo.ensure("adaptor-a==1.0").action == "present"  # this client has the tree's handles cached
         replace_with_copy(nfs.a / tree.relative_to(nfs.b))
         # Its files are links of the store's: replaced there too, the inodes this client has cached are gone.
-        for stored in (nfs.a / "store" / repo.env / "adaptor-a").iterdir():
+        for stored in list((nfs.a / "store" / repo.env / "adaptor-a").iterdir()):
             replace_with_copy(stored)
         debug_log.clear()
         assert repo.ensure("adaptor-a==1.0").action == "present"
