@@ -25,7 +25,7 @@ def present(layout: Layout, dist: DistId) -> bool:
     """Whether ``dist`` is stored: its dir is there with a dist-info naming it (its files are vouched for by the
     publish that put it there, and checked again by verify)."""
     root = layout.root_fd()
-    fd = None if root is None else _fs.open_dir(root, dist.parts())
+    fd = None if root is None else fresh_dir(root, dist.parts())
     if fd is None:
         return False
     try:
@@ -72,10 +72,29 @@ def used(layout: Layout, env: str) -> bool:
     from .._store.layout import STORE
 
     root = layout.root_fd()
-    fd = None if root is None else _fs.open_dir(root, (STORE, env))
+    fd = None if root is None else fresh_dir(root, (STORE, env))
     if fd is None:
         return False
     try:
         return bool(os.listdir(fd))
     finally:
         os.close(fd)
+
+
+def fresh_dir(dir_fd: int, parts: tuple[str, ...]) -> int | None:
+    """:func:`repoinstall._store.fs.open_dir` as the server has it now: each directory revalidated before a name
+    is looked up in it (an NFS client trusts a cached "not there" until its parent's attributes expire, up to
+    ``acdirmax``; a peer on another client may have stored the distribution since). One GETATTR per level."""
+    fd = os.dup(dir_fd)
+    try:
+        for part in parts:
+            _fs.revalidate(fd)
+            nxt = _fs.open_dir(fd, (part,))
+            os.close(fd)
+            if nxt is None:
+                return None
+            fd = nxt
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
