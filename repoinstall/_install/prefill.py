@@ -5,8 +5,9 @@ store lacks, so that each tree of the batch is then only composed.
 inside its own protocol) first learns every missing tree's closure: a lock's lines, a tree's kept closure
 (:mod:`repoinstall._store.closures`), or, for the rest, one resolution of all their pins together
 (:mod:`.resolve`; into a cold store, resolved and installed in one installer run: :func:`_whole`). Every
-distribution those name that the store lacks is then installed at once (:mod:`.storing`: each under its own lock, so one another pod is installing is waited
-for, never installed twice). What each resolved tree holds is read off the stored distributions' own
+distribution those name that the store lacks is then installed at once (:mod:`.storing`: each under its own
+lock, so one another pod is installing is waited for, never installed twice). What each resolved tree holds is
+read off the stored distributions' own
 ``Requires-Dist`` (:mod:`repoinstall._dstore.requires`), and handed to the tree's protocol, which composes it
 from the store, verifies, publishes and records it as it does any tree.
 
