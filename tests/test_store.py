@@ -175,3 +175,16 @@ def test_a_lock_whose_packages_are_stored_runs_no_installer(repo: Path, shared: 
     assert import_version(tree, "uses_0") == "1.0"
     assert len(stored_dirs(repo)) == 4
     assert run("verify", "--all", "--repo", repo).returncode == 0
+
+
+def test_a_set_installed_together_installs_only_what_the_store_lacks(repo: Path, shared: IndexServer) -> None:
+    assert run(*ensure_args(repo, shared.url, "uses-0==1.0")).returncode == 0
+    before = {name: shared.downloads(name) for name in ("lib_one", "lib_two", "uses_0")}
+    done = run(*ensure_args(repo, shared.url, "uses-0==1.0", "uses-1==1.0"), "--together")
+    assert done.returncode == 0, done.stderr
+    # uses-1 and lib-three installed; the set's own metapackage unpacked; lib-one, lib-two and uses-0 linked.
+    assert [p["stored"] for p in document(done.stdout)["packages"]] == [3]
+    assert {name: shared.downloads(name) for name in before} == before
+    tree = Path(document(done.stdout)["packages"][0]["path"])
+    assert import_version(tree, "lib_three") == "1.0" and import_version(tree, "uses_0") == "1.0"
+    assert run("verify", "--all", "--repo", repo).returncode == 0

@@ -41,14 +41,16 @@ def fill(
     from .together import wheel
 
     lines = all_lines(tid, requested, staging.scratch_file) if requested.locked else []
-    if not lines and not (requested.members or requested.hashes) and _store.used(layout, tid.env):
-        # The store holds distributions already: resolve first, so that only what it lacks is installed.
+    if not lines and not requested.hashes and _store.used(layout, tid.env):
+        # The store holds distributions already: resolve first (a set: its members at once), so that only what it
+        # lacks is installed; a set's own metapackage is made here and unpacked, no installer.
         from .resolve import resolve
 
         scratch = os.path.join(staging.tmp, "resolve")
         os.makedirs(scratch)
-        if (resolved := resolve(options, [tid.pin], scratch, str(tid))) is not None:
-            requested, lines = requested._replace(locked=tuple(resolved)), resolved
+        if (resolved := resolve(options, list(requested.members) or [tid.pin], scratch, str(tid))) is not None:
+            requested = requested._replace(locked=tuple(resolved))
+            lines = all_lines(tid, requested, staging.scratch_file)
     if lines and (planned := plan(tid.env, lines)) is not None:
         # Every artifact known by its hash: what the store lacks is installed, the tree composed.
         return build(layout, locks, options, tid, requested, planned, staging.target, staging.tmp,
