@@ -84,3 +84,9 @@ def test_nfs_benchmark_counts_operations_on_kernel_nfs() -> None:
     done = bench("nfsops.py")  # it boots the guest; it exits non-zero if a waiter failed
     assert "NFS ops per waiting pod per second:" in done.stdout, done.stdout
     assert "publish to waiter done (s):" in done.stdout and "warm ensure of 10 packages again:" in done.stdout
+
+
+def test_store_benchmark_installs_each_distribution_once() -> None:
+    done = bench("store.py")
+    assert "4 adaptors x 3 versions over 6 shared libraries: 12 trees" in done.stdout, done.stdout
+    assert "distributions installed: 18 (distinct: 18; naive: 48)" in done.stdout, done.stdout
