@@ -47,6 +47,15 @@ class DistId(NamedTuple):
         """Its lock's directory below the repo: ``store-locks/<env>/<name>`` (the lock is ``<leaf>.lock``)."""
         return (STORE_LOCKS, self.env, self.name)
 
+    def names(self, name: str, version: str) -> bool:
+        """Whether a dist-info's ``name`` and ``version`` are this distribution's."""
+        from packaging.version import InvalidVersion
+
+        try:
+            return canonical_name(name) == self.name and Version(version) == self.version
+        except InvalidVersion:
+            return False
+
     def lock_key(self) -> LockKey:
         """Its lock's key: the same lock as trees', under ``store-locks/``."""
         return LockKey(self.lock_parts(), self.leaf, str(self))

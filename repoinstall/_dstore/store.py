@@ -29,26 +29,15 @@ def present(layout: Layout, dist: DistId) -> bool:
     if fd is None:
         return False
     try:
-        return any(d.name and d.version for d in scan(fd) if _named(d.name, d.version, dist))
+        return any(d.name and d.version for d in scan(fd) if dist.names(d.name, d.version))
     finally:
         os.close(fd)
-
-
-def _named(name: str, version: str, dist: DistId) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    from .._store.identity import canonical_name
-
-    try:
-        return canonical_name(name) == dist.name and Version(version) == dist.version
-    except InvalidVersion:
-        return False
 
 
 def check(staged: str, dist: DistId) -> str | None:
     """Why the staged dir is not ``dist`` whole (``None`` if it is): its dist-info names it, its RECORD matches."""
     found = scan(staged)
-    if not any(_named(d.name, d.version, dist) for d in found) or len(found) != 1:
+    if not any(dist.names(d.name, d.version) for d in found) or len(found) != 1:
         return f"{dist}: the staged dir holds {', '.join(d.dist_info for d in found) or 'no dist-info'}"
     problems = check_tree(staged, found)
     return f"{dist}: {problems.summary()}" if problems else None

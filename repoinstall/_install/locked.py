@@ -26,7 +26,7 @@ from .. import _log
 from .._errors import InstallError, InvalidInput, RepoinstallError
 from .._requirements import Requested
 from .._store import fs as _fs
-from .._store.identity import LOCK_PREFIX, TreeId, canonical_name, is_locked, is_set
+from .._store.identity import LOCK_PREFIX, TreeId, canonical_name, is_locked, is_set, normal_version
 from .._store.metadata import dist_info_name
 
 if TYPE_CHECKING:
@@ -126,7 +126,9 @@ def check_members(tid: TreeId, expected: Sequence[str], dists: Sequence[Dist]) -
     wanted = {_split(pin) for pin in expected}
     own = is_locked(tid.name) or is_set(tid.name)
     found = {
-        (canonical_name(d.name), _normal(d.version)) for d in dists if not (own and tid.is_named(d.name, d.version))
+        (canonical_name(d.name), normal_version(d.version))
+        for d in dists
+        if not (own and tid.is_named(d.name, d.version))
     }
     if found != wanted:
         missing = ", ".join(f"{n}=={v}" for n, v in sorted(wanted - found)) or "nothing"
@@ -138,16 +140,7 @@ def check_members(tid: TreeId, expected: Sequence[str], dists: Sequence[Dist]) -
 
 def _split(pin: str) -> tuple[str, str]:
     name, _, version = pin.partition("==")
-    return canonical_name(name), _normal(version)
-
-
-def _normal(version: str) -> str:
-    from packaging.version import InvalidVersion
-
-    try:
-        return str(Version(version))
-    except InvalidVersion:
-        return version
+    return canonical_name(name), normal_version(version)
 
 
 def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:

@@ -35,7 +35,7 @@ from .._options import InstallOptions
 from .._requirements import Requested
 from .._store import closures as _closures
 from .._store.closures import Closure
-from .._store.identity import TreeId
+from .._store.identity import TreeId, normal_version
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -177,12 +177,12 @@ def _whole(
         path = staging.scratch_file(*wheel(batch, pins, summary="a batch installed by repoinstall"))
         request = Requested(what, batch.name, (), batch.version, source="batch", members=pins)
         built = install(options, combined, request, path, scratch, what)
-        hashes = {(canonical_name(a.name), _normal(a.version)): a for a in built.artifacts if a.sha256}
+        hashes = {(canonical_name(a.name), normal_version(a.version)): a for a in built.artifacts if a.sha256}
         planned: list[tuple[DistId, str, str]] = []
         for found in scan(combined):
             if canonical_name(found.name) == batch.name:
                 continue  # the batch's own metapackage: nobody's distribution
-            artifact = hashes.get((canonical_name(found.name), _normal(found.version)))
+            artifact = hashes.get((canonical_name(found.name), normal_version(found.version)))
             if artifact is None or not artifact.url:
                 _log.logger().debug("%s: %s %s has no known artifact; not stored", what, found.name, found.version)
                 return None
@@ -199,15 +199,6 @@ def _whole(
         for tid, closure in found_closures.items():
             _closures.write(layout, tid, closure)  # the closure every pod installs this tree from
         return found_closures, stored
-
-
-def _normal(version: str) -> str:
-    from packaging.version import InvalidVersion
-
-    try:
-        return str(Version(version))
-    except InvalidVersion:
-        return version
 
 
 #: Asks the index for the newest version of each spec, as the chooser does for a tree's own version.

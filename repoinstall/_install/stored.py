@@ -121,13 +121,13 @@ def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, buil
     store."""
     from .._dstore.audit import fit
     from .._store.dists import scan
-    from .._store.identity import canonical_name
+    from .._store.identity import canonical_name, normal_version
     from .storing import publish
 
-    hashes = {(canonical_name(a.name), _normal(a.version)): a.sha256 for a in built.artifacts if a.sha256}
+    hashes = {(canonical_name(a.name), normal_version(a.version)): a.sha256 for a in built.artifacts if a.sha256}
     planned: list[tuple[DistId, str]] = []
     for found in scan(target):
-        sha256 = hashes.get((canonical_name(found.name), _normal(found.version)))
+        sha256 = hashes.get((canonical_name(found.name), normal_version(found.version)))
         if sha256 is None:
             _log.logger().debug("%s: %s %s has no known artifact hash; not stored", tid, found.name, found.version)
             return None
@@ -141,12 +141,3 @@ def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, buil
     os.rename(target, os.path.join(scratch, "emptied"))  # only directories are left in it
     compose(target, [(str(dist), _store.path(layout, dist)) for dist, _ in planned])
     return stored
-
-
-def _normal(version: str) -> str:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return str(Version(version))
-    except InvalidVersion:
-        return version

@@ -181,15 +181,8 @@ def publish(layout: Layout, dist: DistId, staged: str) -> None:
 
 
 def _staged_of(made: dict[str, str], dist: DistId) -> str:
-    from packaging.version import InvalidVersion
-
-    from .._store.identity import canonical_name
-
     for dist_info, staged in made.items():
         name, _, version = dist_info.removesuffix(".dist-info").rpartition("-")
-        try:
-            if canonical_name(name) == dist.name and Version(version) == dist.version:
-                return staged
-        except InvalidVersion:
-            continue
+        if dist.names(name, version):
+            return staged
     raise InstallError(f"{dist}: the installer did not install it")

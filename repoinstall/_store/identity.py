@@ -51,6 +51,15 @@ def is_locked(name: str) -> bool:
     return _LOCK_NAME.match(name) is not None
 
 
+def normal_version(text: str) -> str:
+    """``text`` as PEP 440 normalizes it (``1.0`` stays ``1.0``; ``1.0.0-Post1`` is ``1.0.0.post1``); as it is if
+    it is no PEP 440 version. How versions from installers' reports and dist-info names are compared."""
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        return text
+
+
 def canonical_name(name: str) -> str:
     """PEP 503's normalized name (what ``packaging.utils.canonicalize_name`` returns; a test compares them).
 
