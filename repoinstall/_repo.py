@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from packaging.version import Version
 
+    from ._dstore.identity import DistId
     from ._dstore.usage import StoreUsage
     from ._install.flight import SingleFlight
     from ._install.protocol import Outcome
@@ -59,6 +60,8 @@ class Prepared(NamedTuple):
 
     closure: Closure | None = None
     stored: int = 0
+    #: The stored distributions the batch stored or hashed whole, for this tree's composing to trust.
+    checked: frozenset[DistId] = frozenset()
 
 
 _NOTHING = Prepared()
@@ -328,7 +331,7 @@ class Repo:
         except RepoinstallError as error:
             _log.logger().debug("storing the batch first failed (%s); installing tree by tree", error)
             return {}
-        return {tid: Prepared(done.closures.get(tid), done.stored.get(tid, 0)) for _, tid in items}
+        return {tid: Prepared(done.closures.get(tid), done.stored.get(tid, 0), done.checked) for _, tid in items}
 
     def _newest(self, specs: Sequence[Requested]) -> list[Version | ResolutionError]:
         """The newest version the index offers for each spec (as the chooser asks for a tree's own version)."""
@@ -351,7 +354,7 @@ class Repo:
         while True:
             try:
                 outcome, shared = self._single_flight().run(
-                    tid, partial(self._install, requested, tid, prepared.closure)
+                    tid, partial(self._install, requested, tid, prepared.closure, prepared.checked)
                 )
                 break
             except Interrupted:
@@ -388,7 +391,13 @@ class Repo:
             return result
         return self._result(requested, tid, "waited", time.monotonic() - started)
 
-    def _install(self, requested: Requested, tid: TreeId, resolved: Closure | None = None) -> Outcome:
+    def _install(
+        self,
+        requested: Requested,
+        tid: TreeId,
+        resolved: Closure | None = None,
+        checked: frozenset[DistId] = frozenset(),
+    ) -> Outcome:
         from ._install.protocol import ensure_tree
 
         self._emit(Event("start", str(tid)))
@@ -397,7 +406,7 @@ class Repo:
             # A handle gone stale mid-protocol (another NFS client replaced what it named) unwinds this run like a
             # crash would (staging removed, lock released) and runs the protocol again from fresh lookups.
             outcome = self._layout.retrying(
-                ensure_tree, self._layout, self._tree_locks(), self._install_options, requested, tid, resolved
+                ensure_tree, self._layout, self._tree_locks(), self._install_options, requested, tid, resolved, checked
             )
         seconds = time.monotonic() - started
         self._emit(Event("done", str(tid), outcome.action, seconds))

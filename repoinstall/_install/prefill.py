@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from .. import _log, _stop
@@ -38,14 +39,12 @@ from .._store.closures import Closure
 from .._store.identity import TreeId, normal_version
 
 if TYPE_CHECKING:
-    from packaging.specifiers import SpecifierSet
-
     from .._store.layout import Layout
     from .._store.locks import TreeLocks
     from .staging import Staging
 
 #: What :func:`_whole` says when the store stopped being cold while it waited: resolve first instead.
-_WARM: tuple[dict[TreeId, Closure], list[DistId]] = ({}, [])
+_WARM: tuple[dict[TreeId, Closure], list[DistId], list[DistId]] = ({}, [], [])
 
 #: The name of a batch's staging dir (its owner note says it is a batch, for gc and for people).
 _BATCH = "repoinstall-batch"
@@ -57,6 +56,9 @@ class Prefilled(NamedTuple):
 
     closures: dict[TreeId, Closure]
     stored: dict[TreeId, int]
+    #: Every stored distribution this batch stored, or found stored and hashed whole: its trees link them as they
+    #: are (each tree's verify hashes what it links), not hashing each once more per tree.
+    checked: frozenset[DistId] = frozenset()
 
 
 def prefill(
@@ -97,6 +99,7 @@ def prefill(
     with Staging(layout, TreeId(env, f"{_BATCH}-{key}", Version("1")), locks.settings.heartbeat) as staging:
         found: dict[TreeId, Closure] = {}
         stored: list[DistId] = []
+        checked: list[DistId] = []
         groups = _groups(unresolved)
         if groups and not _store.used(layout, env):
             # A cold store: nothing to spare, so the first group is resolved AND installed in one installer run.
@@ -105,7 +108,7 @@ def prefill(
                 return Prefilled({}, {})  # each tree installs on its own, as before the store
             if whole is not _WARM:
                 groups.pop(0)
-                found, stored = whole
+                found, stored, checked = whole
                 pinned += [line for closure in found.values() for line in closure.lines]
         resolutions: list[tuple[list[tuple[Requested, TreeId]], list[str]]] = []
         for number, group in enumerate(groups):
@@ -115,7 +118,9 @@ def prefill(
             resolutions.append((group, resolve(chosen, [tid.pin for _, tid in group], scratch, what) or []))
         planned = _planned(env, [*pinned, *(line for _, lines in resolutions for line in lines)])
         try:
-            stored += store_missing(layout, locks, chosen, planned, staging.tmp, staging.scratch_file, what)[0]
+            stored += store_missing(
+                layout, locks, chosen, planned, staging.tmp, staging.scratch_file, what, frozenset(checked)
+            )[0]
         except InstallError as error:
             # Each tree's own install says what is wrong with it; this was only to save runs.
             _log.logger().debug("%s: storing them together failed (%s); one by one", what, str(error).splitlines()[0])
@@ -123,7 +128,7 @@ def prefill(
         for group, lines in resolutions:
             if lines:
                 found.update(_closures_of(layout, chosen, group, _planned(env, lines), versions))
-        return Prefilled(found, _counted(layout, items, found, stored))
+        return Prefilled(found, _counted(layout, items, found, stored), frozenset(dist for dist, _ in planned))
 
 
 def _whole(
@@ -134,12 +139,13 @@ def _whole(
     staging: Staging,
     what: str,
     versions: Newest | None,
-) -> tuple[dict[TreeId, Closure], list[DistId]] | None:
+) -> tuple[dict[TreeId, Closure], list[DistId], list[DistId]] | None:
     """Into a cold store: ``trees`` resolved and installed in ONE installer run (their pins as one local
     metapackage, as a set installed together is), split by RECORD into the store, and each tree's closure read
     off the stored distributions and kept, so every pod composes these trees from the same distributions. Under
     one lock for this set of trees: a fleet of pods starting together with the same specs makes one run, the
-    others wait for its closures. ``None`` where the store cannot take them (an artifact without a hash)."""
+    others wait for its closures; with the distributions it stored, and every one it stored or hashed whole. ``None``
+    where the store cannot take them (an artifact without a hash)."""
     from .._dstore.audit import fit
     from .._dstore.split import split
     from .._store.dists import scan
@@ -168,7 +174,7 @@ def _whole(
     lock = LockKey((STORE_LOCKS, env, _BATCH), "cold", f"the first batch into the store ({what})")
     with locks.hold(lock, ready=lambda: kept() is not None, gone=lambda: True) as held:
         if held.peer_finished or kept() is not None:
-            return kept() or {}, []  # a peer installed them while we waited: its closures, its stored files
+            return kept() or {}, [], []  # a peer installed them while we waited: its closures, its stored files
         if _store.used(layout, env):
             return _WARM  # a peer's batch stored its distributions first: ours resolves first, under their locks
         scratch = os.path.join(staging.tmp, "whole")
@@ -198,7 +204,7 @@ def _whole(
         found_closures = _closures_of(layout, options, trees, resolved, versions)
         for tid, closure in found_closures.items():
             _closures.write(layout, tid, closure)  # the closure every pod installs this tree from
-        return found_closures, stored
+        return found_closures, stored, [dist for dist, _, _ in planned]
 
 
 #: Asks the index for the newest version of each spec, as the chooser does for a tree's own version.
@@ -211,11 +217,29 @@ def _newest(asked: list[tuple[TreeId, dict[str, SpecifierSet]]], versions: Newes
     from .._requirements import parse_spec
 
     questions = sorted({(name, str(spec)) for tid, names in asked for name, spec in names.items() if name != tid.name})
+    if not questions:
+        return {}
     try:
         answers = versions([parse_spec(f"{name}{spec}", source="batch") for name, spec in questions])
     except RepoinstallError:
         return {}
     return dict(zip(questions, answers, strict=True))
+
+
+def _held_back(
+    trees: Sequence[tuple[Requested, TreeId]], asked: list[tuple[TreeId, dict[str, SpecifierSet]]]
+) -> list[tuple[TreeId, dict[str, SpecifierSet]]]:
+    """What each tree asks of a distribution that the rest of its batch asked more of: only there can the batch's
+    one resolution have held back what the tree alone would get. Where the whole batch asks one name exactly what
+    the tree asks (every adaptor of a fleet wanting ``lib>=1``), the resolver had the tree's own choice for it, so
+    the index is not asked (all of it is, when a tree's part could not be read)."""
+    if len(asked) != len(trees):
+        return asked
+    batch: dict[str, SpecifierSet] = {}
+    for tid, names in asked:
+        for name, specifier in [*names.items(), (tid.name, SpecifierSet(f"=={tid.version}"))]:
+            batch[name] = batch.get(name, SpecifierSet()) & specifier
+    return [(tid, {n: s for n, s in names.items() if n != tid.name and s != batch[n]}) for tid, names in asked]
 
 
 def _groups(trees: Sequence[tuple[Requested, TreeId]]) -> list[list[tuple[Requested, TreeId]]]:
@@ -279,13 +303,13 @@ def _closures_of(
         return {}  # one name twice in one resolution, or no marker values: each tree resolves on its own
     by_name = {dist.name: (dist, line) for dist, line in planned}
     asked = [(tid, names) for _, tid in trees if (names := closure(tid.name, tid.extras, needs, environment))]
-    newest = _newest(asked, versions) if versions is not None else {}
+    newest = _newest(_held_back(trees, asked), versions) if versions is not None else {}
     found_closures: dict[TreeId, Closure] = {}
     for tid, names in asked:
         behind = [
             name for name, specifier in names.items()
-            if versions is not None and name != tid.name
-            and newest.get((name, str(specifier))) != by_name[name][0].version
+            if versions is not None and name != tid.name and (name, str(specifier)) in newest
+            and newest[(name, str(specifier))] != by_name[name][0].version
         ]  # fmt: skip
         if behind:
             # Another tree of the batch held a shared distribution back: alone, this tree would hold a newer one.

@@ -18,6 +18,9 @@ from .._store.lockkey import tree_key
 from .._store.tree import adopt, clear_for_install
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from .._dstore.identity import DistId
     from .._requirements import Requested
     from .._results import Action
     from .._store.closures import Closure
@@ -45,10 +48,11 @@ def ensure_tree(
     requested: Requested,
     tid: TreeId,
     resolved: Closure | None = None,
+    checked: Collection[DistId] = (),
 ) -> Outcome:
     """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took.
     ``resolved``: its closure as its batch's one resolution found it (see :mod:`.prefill`), for a tree that has
-    no lock or kept closure."""
+    no lock or kept closure; ``checked``: the stored distributions its batch checked."""
     from .locked import keep_closure, pinned
     from .preflight import refuse_obstacles
     from .staging import Staging
@@ -84,7 +88,7 @@ def ensure_tree(
             installing_from = requested
             try:
                 installing_from, expected = pinned(layout, requested, tid, resolved)
-                built, stored = fill(layout, locks, options or InstallOptions(), tid, installing_from, staging)
+                built, stored = fill(layout, locks, options or InstallOptions(), tid, installing_from, staging, checked)
                 _stop.check()  # stopping: an installer that finished just now is not verified and published either
                 # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash (and a
                 #    pinned tree holds exactly the distributions it was pinned to).

@@ -12,7 +12,7 @@ staged tree: verified, published by rename, recorded. Nothing here is visible un
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from .. import _log
@@ -32,10 +32,17 @@ if TYPE_CHECKING:
 
 
 def fill(
-    layout: Layout, locks: TreeLocks, options: InstallOptions, tid: TreeId, requested: Requested, staging: Staging
+    layout: Layout,
+    locks: TreeLocks,
+    options: InstallOptions,
+    tid: TreeId,
+    requested: Requested,
+    staging: Staging,
+    checked: Collection[DistId] = (),
 ) -> tuple[Built, int]:
     """Step 5 of the protocol: fill ``staging``'s tree dir with the tree ``tid`` as ``requested`` (pinned, if it
-    can be: see :func:`.locked.pinned`); what built it and how many distributions went into the store."""
+    can be: see :func:`.locked.pinned`); what built it and how many distributions went into the store.
+    ``checked``: stored distributions this process checked moments ago (see :func:`.storing.store_missing`)."""
     from .backends.run import install
     from .locked import all_lines
     from .together import wheel
@@ -54,7 +61,7 @@ def fill(
     if lines and (planned := plan(tid.env, lines)) is not None:
         # Every artifact known by its hash: what the store lacks is installed, the tree composed.
         return build(layout, locks, options, tid, requested, planned, staging.target, staging.tmp,
-                     staging.scratch_file)  # fmt: skip
+                     staging.scratch_file, checked)  # fmt: skip
     if lines:
         pin = staging.scratch_file("locked-requirements.txt", ("\n".join(lines) + "\n").encode())
     elif requested.members:
@@ -91,6 +98,7 @@ def build(
     target: str,
     scratch: str,
     write: Callable[[str, bytes], str],
+    checked: Collection[DistId] = (),
 ) -> tuple[Built, int]:
     """Compose the tree ``tid`` at ``target`` from the store, installing what it lacks first (see
     :mod:`.storing`); what built it, and how many distributions this call installed into the store."""
@@ -99,7 +107,7 @@ def build(
     from .locked import artifacts_of
     from .storing import store_missing
 
-    installed, built = store_missing(layout, locks, options, planned, scratch, write, str(tid))
+    installed, built = store_missing(layout, locks, options, planned, scratch, write, str(tid), checked)
     if not installed:
         _log.logger().info("%s: every distribution is in the store; composing it", tid)
     composed = compose(target, [(str(dist), _store.path(layout, dist)) for dist, _ in planned])

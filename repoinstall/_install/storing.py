@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from packaging.version import Version
@@ -54,11 +54,20 @@ def store_missing(
     scratch: str,
     write: Callable[[str, bytes], str],
     what: str,
+    checked: Collection[DistId] = (),
 ) -> tuple[list[DistId], Built | None]:
     """Make every distribution of ``planned`` (each with its pinned line) stored; those this call installed, and
-    its last installer run (``None`` if it needed none)."""
+    its last installer run (``None`` if it needed none). ``checked``: those this process stored or hashed whole
+    moments ago (its batch did, see :mod:`.prefill`)."""
     # Each one hashed whole before it is linked into another tree: a changed one is set aside and installed afresh.
-    todo = sorted({dist: line for dist, line in planned if not fit(layout, dist)}.items())
+    # One in ``checked`` is only looked up: the tree's own verify hashes every file it links anyway, so trusting a
+    # check this process made moments ago can cost a failed tree, never a tampered one published.
+    todo = sorted(
+        {
+            dist: line for dist, line in planned
+            if not (_store.present(layout, dist) if dist in checked else fit(layout, dist))
+        }.items()
+    )  # fmt: skip
     installed: list[DistId] = []
     built = None
     for turn in range(1, _ROUNDS + 1):
