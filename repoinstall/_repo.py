@@ -86,14 +86,8 @@ class Repo:
         index_ttl: float = INDEX_TTL,
     ) -> None:
         self.settings = LockSettings(stale_after, heartbeat, wait_timeout, lock)
-        if (problem := self.settings.validate()) is not None:
+        if (problem := options_problem(self.settings, jobs, install, index_ttl)) is not None:
             raise InvalidInput(problem)
-        if jobs < 1:
-            raise InvalidInput(f"--jobs must be at least 1, got {jobs}")
-        if install is not None and (problem := install.validate()) is not None:
-            raise InvalidInput(problem)
-        if not index_ttl >= 0:
-            raise InvalidInput(f"--index-ttl must be zero or a positive number of seconds, got {index_ttl}")
         self._layout = Layout(default_repo() if path is None else path)
         self.env = environment_tag()
         self.jobs = jobs
@@ -678,6 +672,19 @@ def _raise_bad_input(chosen: list[Choice]) -> list[Choice]:
         if isinstance(choice, RepoinstallError) and not isinstance(choice, ResolutionError):
             raise choice
     return chosen
+
+
+def options_problem(settings: LockSettings, jobs: int, install: InstallOptions | None, index_ttl: float) -> str | None:
+    """Why a :class:`Repo` with these options cannot work (one line), or ``None``; nothing is opened."""
+    if (problem := settings.validate()) is not None:
+        return problem
+    if not isinstance(jobs, int) or jobs < 1:
+        return f"--jobs must be at least 1, got {jobs}"
+    if install is not None and (problem := install.validate()) is not None:
+        return problem
+    if not index_ttl >= 0:
+        return f"--index-ttl must be zero or a positive number of seconds, got {index_ttl}"
+    return None
 
 
 def _gathered(
