@@ -118,6 +118,8 @@ LAYERS = [
     {"_choose", "_activate"},
     {"_repo"},
     {"repoinstall"},  # the public names (__init__)
+    {"_workers"},  # what a worker runtime asks, over the public Repo
+    {"dask", "ray", "celery"},  # the engine adapters, each over _workers (none imports another)
     {"_cli"},
     {"__main__"},
 ]
