@@ -117,7 +117,9 @@ LAYERS = [
     {"_ops"},  # operator commands: verify, repair, gc, remove, lock info, doctor, list
     {"_choose", "_activate"},
     {"_repo"},
+    {"_workers"},  # what a worker runtime asks of the repo (Packages), over the Repo
     {"repoinstall"},  # the public names (__init__)
+    {"celery", "dask", "ray"},  # the engine adapters, each over _workers and the public API
     {"_cli"},
     {"__main__"},
 ]
