@@ -77,6 +77,10 @@ _fixed: list[str] = []
 #: tree path -> {project: version} of the distributions it holds, read once.
 _held: dict[str, dict[str, str]] = {}
 
+_TOP_LEVEL = (
+    "isolated=True needs a function defined at the top level of an importable module (the fresh interpreter "
+    "imports it by name)"
+)
 _ISOLATE_HINT = "; in a Celery task: @requires(..., isolated=True)"
 
 
@@ -112,17 +116,16 @@ def requires(
         if not callable(body):
             raise InvalidInput(f"@requires decorates a function, got {type(body).__name__}")
         where = (getattr(body, "__module__", None) or "", getattr(body, "__qualname__", ""))
-        if isolated and (where[0] == "__main__" or "<locals>" in where[1] or not all(where)):
-            raise InvalidInput(
-                f"{where[1] or body!r}: isolated=True needs a function defined at the top level of an importable "
-                "module (the fresh interpreter imports it by name)"
-            )
+        if isolated and ("<locals>" in where[1] or not all(where)):
+            raise InvalidInput(f"{where[1] or body!r}: {_TOP_LEVEL}")
         _BODIES[where] = body
 
         @functools.wraps(body)
         def run(*args: P.args, **kwargs: P.kwargs) -> R:
             paths = _trees(packages)
             if isolated:
+                if where[0] == "__main__":  # a script's tasks as it runs itself; a worker imports them by name
+                    raise InvalidInput(f"{where[1]}: {_TOP_LEVEL}, not __main__")
                 if args and isinstance(args[0], Task):
                     raise InvalidInput(f"{where[1]}: an isolated task cannot be bound (bind=True): the task object "
                                        "does not travel to the fresh interpreter")  # fmt: skip
@@ -261,16 +264,18 @@ def _activated(paths: list[str]) -> Iterator[None]:
 def _clash(paths: list[str]) -> str | None:
     """Why ``paths`` cannot join the trees on this process's path now (another version of a distribution), or
     ``None``. Called under ``_path_guard``."""
-    held: dict[str, str] = {}
-    for tree in [*_fixed, *_running]:
-        for project, version in _dists(tree).items():
-            held.setdefault(project, version)
+    held: dict[str, tuple[str, str]] = {}  # project -> (version, why it is on the path)
+    for trees, why in ((_fixed, "the worker's fixed set (preload)"), (_running, "a task running now")):
+        for tree in trees:
+            for project, version in _dists(tree).items():
+                held.setdefault(project, (version, why))
     for tree in paths:
         for project, version in _dists(tree).items():
-            if project in held and not _same_version(held[project], version):
+            if project in held and not _same_version(held[project][0], version):
+                there, why = held[project]
                 return (
-                    f"cannot activate {project} {version}: {project} {held[project]} is on this process's path for "
-                    "another task; one process holds one version of a module"
+                    f"cannot activate {project} {version}: {project} {there} is on this process's path for {why}; "
+                    "one process holds one version of a module"
                 )
     return None
 
