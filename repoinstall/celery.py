@@ -51,6 +51,7 @@ from celery.local import Proxy
 from ._activate import _path_guard, _same_version, call_isolated, conflict
 from ._errors import ActivationConflict, InvalidInput, RepoinstallError
 from ._options import InstallOptions
+from ._results import Event
 from ._workers import Packages, one_line, put_first
 
 __all__ = ["preload", "requires"]
@@ -122,13 +123,14 @@ def requires(
 
         @functools.wraps(body)
         def run(*args: P.args, **kwargs: P.kwargs) -> R:
-            paths = _trees(packages)
             if isolated:
                 if where[0] == "__main__":  # a script's tasks as it runs itself; a worker imports them by name
                     raise InvalidInput(f"{where[1]}: {_TOP_LEVEL}, not __main__")
                 if args and isinstance(args[0], Task):
                     raise InvalidInput(f"{where[1]}: an isolated task cannot be bound (bind=True): the task object "
                                        "does not travel to the fresh interpreter")  # fmt: skip
+            paths = _trees(packages)
+            if isolated:
                 target = f"{__name__}:_call_body"
                 return call_isolated(paths, target, (*where, args, kwargs), {}, timeout)  # type: ignore[return-value]
             with _activated(paths):
@@ -150,7 +152,7 @@ def preload(
     repo: str | os.PathLike[str] | None = None,
     install: InstallOptions | Mapping[str, Any] | None = None,
     **options: Any,
-) -> Packages:
+) -> None:
     """Make every worker of ``app`` start with these trees first on ``sys.path`` for good (arguments as
     :func:`requires`). They are ensured when the worker starts, before its pool; if that fails, the worker exits
     with status 1 and the one-line error instead of serving tasks. Bad input raises
@@ -163,12 +165,14 @@ def preload(
     uid = f"repoinstall.celery.preload:{id(app)}:{hash(packages)}"
 
     said: list[str] = []
+    main: list[int] = []  # the worker's main process, where worker_init ran
 
     def on_worker_init(sender: Any = None, **_: Any) -> None:
         if getattr(sender, "app", app) is not app:
             return  # another app's worker in this process
+        main.append(os.getpid())
         try:
-            said.append(_load_fixed(packages))
+            _load_fixed(packages, said.append)
         except RepoinstallError as error:
             # Signal.send() logs and drops an Exception; SystemExit is not one: it leaves app.Worker() before
             # the pool or the consumer exist, so no task is taken, and the interpreter prints the line (logging
@@ -181,26 +185,30 @@ def preload(
         said.clear()
 
     def on_process_init(**_: Any) -> None:
-        # A pool process: forked or spawned from the main process, it has the trees on sys.path already.
+        if os.getpid() in main:
+            return  # the solo pool sends it in the main process: worker_init did it there
+        # A pool process, forked or spawned by the main process: the trees are on its sys.path already, unless
+        # something took them off.
         try:
             _load_fixed(packages)
         except RepoinstallError as error:
             log.critical("repoinstall: error: %s", one_line(_one_line(error)))
-            os.kill(os.getppid(), signal.SIGTERM)  # stop the worker rather than have it restart this process
+            if main and os.getppid() == main[0]:
+                os.kill(main[0], signal.SIGTERM)  # stop the worker rather than have it start this process again
             os._exit(1)
 
     signals.worker_init.connect(on_worker_init, weak=False, dispatch_uid=uid)
     signals.celeryd_after_setup.connect(on_after_setup, weak=False, dispatch_uid=uid)
     signals.worker_process_init.connect(on_process_init, weak=False, dispatch_uid=uid)
-    return packages
 
 
 # ---- in the worker -----------------------------------------------------------------------------------------
 
 
-def _trees(packages: Packages) -> list[str]:
+def _trees(packages: Packages, say: Callable[[str], None] | None = None) -> list[str]:
     """The trees' paths, ensured on the first call in this process (threads wait for one ensure), then
-    remembered while they exist. The first failure is raised as its one-line error."""
+    remembered while they exist; ``say`` gets a line per tree ensured (logged at info by default). The first
+    failure is raised as its one-line error."""
     if (known := _ensured.get(packages)) is not None and all(map(os.path.isdir, known)):
         return known
     with _ensuring_guard:
@@ -208,25 +216,33 @@ def _trees(packages: Packages) -> list[str]:
     with first:
         if (known := _ensured.get(packages)) is not None and all(map(os.path.isdir, known)):
             return known  # another thread of this process ensured them meanwhile
+        told = say or functools.partial(log.info, "%s")
         try:
-            paths = packages.ensure()
+            paths = packages.ensure(on_event=lambda event: _tell(event, told))
         except RepoinstallError as error:
             raise _one_line(error) from None
         _ensured[packages] = paths
         return paths
 
 
-def _load_fixed(packages: Packages) -> str:
+def _tell(event: Event, say: Callable[[str], None]) -> None:
+    if event.kind == "ensured":
+        spent = f" ({event.seconds_waited:.2f}s waiting, {event.seconds_installing:.2f}s installing)"
+        say(f"repoinstall: {event.requirement}: {event.action}{spent if event.action != 'present' else ''}")
+
+
+def _load_fixed(packages: Packages, say: Callable[[str], None] | None = None) -> None:
     """Ensure the fixed set and put it first on ``sys.path`` for good (nothing to do in a pool process that
-    inherited both); the line to log."""
-    paths = _trees(packages)
+    inherited both)."""
+    paths = _trees(packages, say)
     with _path_guard:
         missing = [path for path in paths if path not in sys.path]
     if missing:
         put_first(paths)
     with _path_guard:
         _fixed.extend(path for path in paths if path not in _fixed)
-    return f"repoinstall: {packages.describe()} first on sys.path: {os.pathsep.join(paths)}"
+    if say is not None:
+        say(f"repoinstall: {packages.describe()} first on sys.path: {os.pathsep.join(paths)}")
 
 
 @contextmanager

@@ -20,6 +20,7 @@ import redis
 from celery import Celery
 from helpers import Pod, isolated_env, wait_for_stderr, wait_until
 from indexserver import IndexServer
+from wheels import make_wheel
 
 from repoinstall import ActivationConflict, InstallError, InvalidInput, RepoinstallError
 
@@ -180,11 +181,11 @@ class Cluster(NamedTuple):
 @pytest.fixture(scope="module")
 def cluster(broker: str, module_index: IndexServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Two workers of one tasks module started at once: a prefork pool (queue ``a``) and a threads pool (queue
-    ``b``), concurrency 2 each, one repo. The fixed set's download is slowed so that they overlap."""
+    ``b``), concurrency 2 each, one repo. The fixed set's download is slowed so that their ensures overlap."""
     work = tmp_path_factory.mktemp("celery")
     repo = work / "repo"
     (work / "tasks.py").write_text(TASKS.format(repo=str(repo), index=module_index.url, broker=broker))
-    module_index.delays["adaptor_b"] = 1.0
+    module_index.delays["adaptor_b"] = 2.5
     pods = [worker(work, "tasks", "prefork", "a"), worker(work, "tasks", "threads", "b")]
     client = Celery("client", broker=broker, backend=broker)
     try:
@@ -225,6 +226,13 @@ def test_bad_input_fails_where_it_is_given(tmp_path: Path) -> None:
     task = app.task(lambda: None, name="t")
     with pytest.raises(InvalidInput, match=r"goes under @app\.task"):
         requires("adaptor-a==1.0", repo=repo)(task)
+
+    def body(path: str) -> str:
+        return path
+
+    checked = app.task(requires("adaptor-a==1.0", repo=repo)(body), name="checked")
+    with pytest.raises(TypeError):  # Celery checks the call against the body's signature, at the caller
+        checked.delay(1, 2)
     assert not repo.exists()
 
 
@@ -232,8 +240,10 @@ def test_two_workers_starting_together_install_the_fixed_set_once(cluster: Clust
     # Both workers ensured adaptor-b (and its dependency dep-c) at start, one of them while the other installed.
     assert cluster.index.downloads("adaptor_b") == 1
     assert cluster.index.downloads("dep_c") == 1
-    both = "".join(cluster.prefork.err) + "".join(cluster.threads.err)
-    assert both.count("repoinstall: adaptor-b==1.0 first on sys.path") == 2, both[-3000:]
+    logs = ["".join(cluster.prefork.err), "".join(cluster.threads.err)]
+    said = [log.split("repoinstall: adaptor-b==1.0: ")[1].split()[0] for log in logs if "adaptor-b==1.0: " in log]
+    assert sorted(said) == ["installed", "waited"], logs  # one installed it, the other waited for that install
+    assert all(log.count("repoinstall: adaptor-b==1.0 first on sys.path") == 1 for log in logs), logs
 
 
 @pytest.mark.parametrize("queue", ["a", "b"])
@@ -320,3 +330,27 @@ def test_a_fixed_set_that_cannot_be_installed_stops_the_worker(
     assert redis.Redis.from_url(broker).llen(queue) == 1  # the task is still waiting in the queue
     shown = [text for text in err.splitlines() if line in text]
     assert shown and all("\n" not in text for text in shown)
+
+
+def test_the_example_runs(broker: str, tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version in ("1.0.0", "1.1.0"):
+        make_wheel(wheels, "tomli-w", version)
+    server = IndexServer(wheels).start()
+    try:
+        env = isolated_env(
+            PYTHONPATH=str(ROOT), CELERY_BROKER_URL=broker, INDEX_URL=server.simple, EXAMPLE_REPO=str(tmp_path / "r")
+        )
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "celery" / "tasks.py")],
+            env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        )  # fmt: skip
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("fixed:") and "tomli-w 1.0.0 from " + str(tmp_path / "r") in line for line in lines)
+    assert any(line.startswith("newer (isolated):") and "tomli-w 1.1.0 from " in line for line in lines), lines
+    assert any("refused: ActivationConflict" in line and "isolated=True" in line for line in lines), lines
+    assert server.downloads("tomli_w-1.0.0") == server.downloads("tomli_w-1.1.0") == 1

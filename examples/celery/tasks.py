@@ -32,13 +32,14 @@ def make_app() -> Celery:
     if broker:
         return Celery("tasks", broker=broker, backend=broker)
     folder = Path(REPO, "celery-broker")
-    for sub in ("queue", "processed", "results"):
+    for sub in ("queue", "processed", "results", "control"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     app = Celery("tasks", broker="filesystem://", backend=f"file://{folder / 'results'}")
     app.conf.broker_transport_options = {
         "data_folder_in": str(folder / "queue"),
         "data_folder_out": str(folder / "queue"),
         "processed_folder": str(folder / "processed"),
+        "control_folder": str(folder / "control"),
     }
     return app
 
