@@ -1,5 +1,6 @@
 """repoinstall.celery on a real Redis broker (Debian's redis-server on 127.0.0.1) with real ``celery worker``
-processes: ``@requires`` tasks each see their version (isolated when a process holds another), the fixed set
+processes: ``@requires`` tasks each see their version (isolated when a process holds another; a threads pool
+never puts two versions on one path), a process ensures once and then remembers the trees, the fixed set
 (``preload``) is installed once by two workers starting together and imported by their tasks in a prefork and a
 threads pool, a failing ensure reaches ``.get()`` as its one-line error, and a fixed set that cannot be installed
 stops the worker before it takes a task."""
@@ -293,6 +294,15 @@ def test_threads_pool_refuses_a_second_version_while_a_task_runs_with_the_first(
     assert "adaptor-a 1.0 is on this process's path for a task running now" in str(refused.value)
     release.touch()
     assert running.get(timeout=TIMEOUT)[0] == "1.0"
+
+
+def test_a_process_ensures_once_then_remembers_the_trees(cluster: Cluster) -> None:
+    # The threads worker is one process: its first one() ensured adaptor-a 1.0 (a line in its log); later calls
+    # use the remembered path (no repo, no parsing, no line).
+    for _ in range(3):
+        assert cluster.call("one", "b")[0] == "1.0"
+    log = "".join(cluster.threads.err)
+    assert log.count("repoinstall: adaptor-a==1.0: ") == 1, log[-3000:]
 
 
 def test_a_failing_ensure_reaches_get_as_its_one_line_error(cluster: Cluster) -> None:
