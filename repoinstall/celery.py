@@ -271,8 +271,9 @@ def _activated(paths: list[str]) -> Iterator[None]:
             for path in dict.fromkeys(paths):
                 _running[path] -= 1
                 if not _running[path]:
+                    # The last task that needs it: take off the entry the first one put there (whichever task).
                     del _running[path]
-                    if path in added and path in sys.path:
+                    if path not in _fixed and path in sys.path:
                         sys.path.remove(path)
             importlib.invalidate_caches()
 

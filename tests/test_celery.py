@@ -69,6 +69,11 @@ def one(mark=None, count=0, release=None):
 
 
 @app.task
+def on_path():
+    return [path for path in sys.path if os.sep + "adaptor-a" + os.sep in path + os.sep]
+
+
+@app.task
 @requires("adaptor-a==2.0", **OPTIONS)
 def two():
     import adaptor_a
@@ -294,6 +299,21 @@ def test_threads_pool_refuses_a_second_version_while_a_task_runs_with_the_first(
     assert "adaptor-a 1.0 is on this process's path for a task running now" in str(refused.value)
     release.touch()
     assert running.get(timeout=TIMEOUT)[0] == "1.0"
+
+
+def test_threads_pool_takes_a_tree_off_the_path_when_its_last_task_ends(cluster: Cluster) -> None:
+    # Two tasks (the pool's two threads) run with the same tree; the one that put it on the path ends first.
+    marks = [cluster.work / "first", cluster.work / "second"]
+    releases = [cluster.work / "first-go", cluster.work / "second-go"]
+    running = []
+    for mark, release in zip(marks, releases, strict=True):
+        mark.mkdir()
+        running.append(cluster.client.send_task("tasks.one", args=(str(mark), 1, str(release)), queue="b"))
+        wait_until(lambda mark=mark: any(mark.iterdir()), TIMEOUT, what="one() to start")
+    for release, result in zip(releases, running, strict=True):
+        release.touch()
+        assert result.get(timeout=TIMEOUT)[0] == "1.0"
+    assert cluster.call("on_path", "b") == []
 
 
 def test_a_process_ensures_once_then_remembers_the_trees(cluster: Cluster) -> None:
