@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._errors import InvalidInput, RepoinstallError
@@ -22,6 +22,7 @@ from ._options import InstallOptions, LockSettings
 
 if TYPE_CHECKING:
     from ._requirements import Requested
+    from ._results import Event
 
 
 def _repo_options() -> dict[str, inspect.Parameter]:
@@ -111,15 +112,16 @@ class Packages(NamedTuple):
             raise InvalidInput(problem)
         self.requests()
 
-    def ensure(self) -> list[str]:
+    def ensure(self, on_event: Callable[[Event], None] | None = None) -> list[str]:
         """On a worker: make every tree exist (installed at most once cluster-wide) and return their paths in
         order; the first failure is raised as its one-line :class:`RepoinstallError`, and
-        :class:`TreesConflict` if two trees hold different versions of one distribution."""
+        :class:`TreesConflict` if two trees hold different versions of one distribution. ``on_event``: the
+        repo's events (``Repo(on_event=...)``), e.g. each tree's "ensured" with its action, for the worker's log."""
         from ._activate import check_together
         from ._repo import Repo
 
         wanted = self.requests()
-        with Repo(self.repo, install=self.install, **dict(self.options)) as repo:
+        with Repo(self.repo, install=self.install, on_event=on_event, **dict(self.options)) as repo:
             results = repo.ensure_all(wanted)
         labelled = [(r.requirement, r.path) for r in results if r.path is not None]
         check_together(labelled)
