@@ -118,6 +118,8 @@ LAYERS = [
     {"_choose", "_activate"},
     {"_repo"},
     {"repoinstall"},  # the public names (__init__)
+    {"_workers"},  # what a worker runtime asks of the repo, shared by the engine adapters
+    {"dask", "ray", "celery"},  # the engine adapters (each imports its engine; nothing imports them)
     {"_cli"},
     {"__main__"},
 ]
