@@ -11,18 +11,20 @@ order ``repoinstall path`` prints them; trees holding different versions of one 
 (:class:`~repoinstall.TreesConflict`), as is a tree whose modules the worker already imported from another
 version (:class:`~repoinstall.ActivationConflict`), as :meth:`Repo.activate` refuses them.
 
-Bad input is refused where the plugin is made, before anything runs: :meth:`Packages.check`'s one-line
-:class:`~repoinstall.InvalidInput` (a spec that does not parse, a requirements file that cannot be read, an option
-out of range). What only a worker can tell (a version the index does not have, an index that is down) fails that
-worker loudly: the error, repoinstall's one line, reaches ``register_plugin``'s caller, and the worker closes
-together with its nanny, so that a worker without its packages never takes a task (distributed itself logs a
-failing ``setup`` and lets the worker run on). The plugin stays registered (distributed keeps it): each worker
-added later tries again. Unregister it (``client.unregister_worker_plugin(plugin.name)``) before registering a
-corrected one.
+Bad input is refused where the plugin is made, before anything is registered, with a one-line
+:class:`~repoinstall.InvalidInput`: a spec that does not parse, a requirements file that cannot be read, an option
+out of range (:meth:`Packages.check`), a malformed index or find-links URL. What only a worker can tell (a
+version the index does not have, an index that is down, trees that conflict) fails that worker loudly:
+repoinstall's error, as ``repoinstall ensure`` prints it, reaches ``register_plugin``'s caller, and the worker
+closes together with its nanny, so that a worker without its packages never takes a task (distributed itself logs
+a failing ``setup`` and lets the worker run on). The plugin stays registered (distributed keeps it): each worker
+added later tries again, and closes if it fails too. Unregister it
+(``client.unregister_worker_plugin(plugin.name)``) before registering a corrected one.
 
-This is written as distributed's own ``PipInstall`` worker plugin is (a ``name``, idempotent registration, the
-work in ``setup(worker)``), except that the install runs off the worker's event loop (it can take minutes; the
-worker keeps its heartbeats) and needs no cluster-wide semaphore: the repo's per-tree locks are that.
+This is written as distributed's own ``PipInstall`` (its ``_InstallWorkerPlugin``) is: a ``name``, idempotent
+registration, the work in ``setup(worker)``. Unlike it, the install runs off the worker's event loop (it can take
+minutes; the worker keeps its heartbeats and answers the scheduler), nothing is installed on the scheduler, and no
+per-host semaphore is needed: the repo's per-tree locks keep each install to one worker, cluster-wide.
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ def dask(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     for version in ("1.0", "2.0"):
         make_wheel(wheels, "dk-c", version)
         make_wheel(wheels, "dk-e", version)
-    for name in ("dk-d", "dk-f", "dk-g", "dk-h"):
+    for name in ("dk-d", "dk-f", "dk-g", "dk-h", "dk-r"):
         make_wheel(wheels, name, "1.0")
     index = IndexServer(wheels).start()
     # Every worker process, the first two and each one added later, gets pip isolated from this machine and
@@ -187,6 +187,19 @@ def test_the_install_runs_off_the_workers_event_loop(cluster: Cluster, tmp_path:
         thread.join(TIMEOUT)
     assert len(answered) == WORKERS
     assert len(registered[0]) == WORKERS  # type: ignore[arg-type]
+
+
+def test_a_requirements_file_is_read_where_given_and_on_every_worker(cluster: Cluster, tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# what the workers need\ndk-r==1.0\n")
+    plugin = RepoInstall(requirements=str(requirements), repo=tmp_path / "repo", install=cluster.options)
+    assert len(cluster.client.register_plugin(plugin)) == WORKERS
+    assert {s["version"] for s in cluster.client.run(_imported, "dk_r").values()} == {"1.0"}
+    assert cluster.index.downloads("dk_r") == 1
+    requirements.write_text("dk-r==1.0\ndk-d==1.0\n")  # edited: another plugin, not a no-op
+    assert RepoInstall(requirements=str(requirements), repo=tmp_path / "repo", install=cluster.options).name != (
+        plugin.name
+    )
 
 
 # ---- refused before anything runs ---------------------------------------------------------------------------
