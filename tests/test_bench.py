@@ -90,3 +90,9 @@ def test_store_benchmark_installs_each_distribution_once() -> None:
     done = bench("store.py")
     assert "4 adaptors x 3 versions over 6 shared libraries: 12 trees" in done.stdout, done.stdout
     assert "distributions installed: 18 (distinct: 18; naive: 48)" in done.stdout, done.stdout
+
+
+def test_dask_benchmark_installs_each_tree_once_for_every_worker_count() -> None:
+    done = bench("engine_dask.py")
+    assert "PipInstall --target: 3 pip runs, 21 wheel downloads" in done.stdout, done.stdout  # N=2: scheduler + 2
+    assert "none for the worker added later: ok" in done.stdout, done.stdout
