@@ -117,7 +117,9 @@ LAYERS = [
     {"_ops"},  # operator commands: verify, repair, gc, remove, lock info, doctor, list
     {"_choose", "_activate"},
     {"_repo"},
+    {"_workers"},  # what a worker runtime asks of the repo, for the engine adapters
     {"repoinstall"},  # the public names (__init__)
+    {"dask", "ray", "celery"},  # the engine adapters (each imports its engine; nothing imports them)
     {"_cli"},
     {"__main__"},
 ]
