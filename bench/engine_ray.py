@@ -10,11 +10,13 @@ last has, what was installed (repoinstall: trees in the shared repo; pip: one vi
 whole closure) and wheel downloads (from the index's request log). Each round asks for a fresh install: a new repo
 for repoinstall, a new pip option value (so a new virtualenv on each node) for Ray's pip. No pip cache for either.
 Targets: repoinstall installs 3 trees and downloads each of the 7 wheels once for every N and node count.
+Ray's pip runtime_env needs ``virtualenv`` (in ``ray[default]``): without it the baseline lines say "not run".
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import statistics
@@ -34,6 +36,8 @@ from repoinstall import Repo
 SPECS = [f"{name}==1.0" for name in PACKAGES[:3]]
 MODULES = [name.replace("-", "_") for name in PACKAGES[:3]]
 PLUGINS = '[{"class": "repoinstall.ray.RepoInstallPlugin"}]'
+#: The wheels the 3 packages need: themselves and the 4 libraries between them.
+WHEELS = 7
 
 
 class CountingPypiServer:
@@ -118,6 +122,9 @@ def run(work: Path, server: CountingPypiServer, nodes: int, rounds: int) -> None
         cluster.wait_for_nodes()
         rr.check_registered()  # once, before any timing (it starts one probe worker per node)
         print(f"# {machine()}, Ray {ray.__version__}, {nodes} node(s), packages {', '.join(SPECS)}")
+        # Ray's pip runtime_env makes its virtualenvs with virtualenv (in ray[default], not in plain ray).
+        baseline = importlib.util.find_spec("virtualenv") is not None
+        ours: dict[int, Start] = {}
         for tasks in (2, 4):
             mine: list[Start] = []
             theirs: list[Start] = []
@@ -125,12 +132,21 @@ def run(work: Path, server: CountingPypiServer, nodes: int, rounds: int) -> None
                 repo = work / f"repo-{tasks}-{round_}"
                 asked = rr.runtime_env(SPECS, repo=repo, install={"index_url": server.simple}, check=False)
                 mine.append(start(ray, asked, tasks, server, lambda r=repo: in_repo(r)))
+                if not baseline:
+                    continue
                 # A pip option that changes nothing but the env's hash: a new virtualenv on each node each round.
                 options = ["--index-url", server.simple, "--retries", str(100 + 10 * tasks + round_)]
                 pip = {"pip": {"packages": SPECS, "pip_install_options": options}}
-                theirs.append(start(ray, pip, tasks, server, lambda n=round_, t=tasks: in_venvs(work, t, n)))
+                theirs.append(start(ray, pip, tasks, server, lambda: in_venvs(work)))
             show(f"N={tasks} repoinstall plugin", mine)
-            show(f"N={tasks} ray pip runtime_env", theirs)
+            if baseline:
+                show(f"N={tasks} ray pip runtime_env", theirs)
+            else:
+                print(f"N={tasks} ray pip runtime_env: not run (it needs virtualenv: pip install virtualenv)")
+            ours[tasks] = max(mine, key=lambda s: (s.installs, s.downloads))
+        each = ", ".join(f"N={n}: {s.installs} trees, {s.downloads} downloads" for n, s in ours.items())
+        good = all(s.installs == len(SPECS) and s.downloads == WHEELS for s in ours.values())
+        print(f"repoinstall: {len(SPECS)} trees and {WHEELS} wheel downloads for every N ({each}): {_verdict(good)}")
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -177,13 +193,17 @@ _seen_venvs: set[Path] = set()
 _SEEDS = ("pip-", "setuptools-", "wheel-", "_virtualenv")
 
 
-def in_venvs(work: Path, tasks: int, round_: int) -> tuple[int, int]:
+def in_venvs(work: Path) -> tuple[int, int]:
     """Virtualenvs Ray's pip plugin made since the last call, and the distributions pip installed into them."""
     found = {p.resolve() for p in (work / "ray").glob("session_*/rr*/pip/*/virtualenv")}  # session_latest too
     venvs = found - _seen_venvs
     _seen_venvs.update(venvs)
     dists = [d for v in venvs for d in v.glob("lib/python*/site-packages/*.dist-info")]
     return len(venvs), sum(not d.name.startswith(_SEEDS) for d in dists)
+
+
+def _verdict(good: bool) -> str:
+    return "ok" if good else "MISSED"
 
 
 def show(label: str, starts: list[Start]) -> None:

@@ -90,3 +90,11 @@ def test_store_benchmark_installs_each_distribution_once() -> None:
     done = bench("store.py")
     assert "4 adaptors x 3 versions over 6 shared libraries: 12 trees" in done.stdout, done.stdout
     assert "distributions installed: 18 (distinct: 18; naive: 48)" in done.stdout, done.stdout
+
+
+def test_ray_benchmark_installs_each_tree_once_for_every_n() -> None:
+    done = bench("engine_ray.py")
+    assert "N=2 repoinstall plugin" in done.stdout and "N=4 repoinstall plugin" in done.stdout, done.stdout
+    assert "N=2 ray pip runtime_env" in done.stdout and "N=4 ray pip runtime_env" in done.stdout, done.stdout
+    assert "repoinstall: 3 trees and 7 wheel downloads for every N (" in done.stdout, done.stdout
+    assert "): ok" in done.stdout, done.stdout

@@ -106,6 +106,9 @@ class Holder:
     def version(self) -> tuple[str, str]:
         return self.module.VERSION, self.module.__file__
 
+    def path(self) -> list[str]:
+        return list(sys.path)
+
 
 def trees_per_name(repo: Path) -> Counter[str]:
     with Repo(repo) as opened:
@@ -124,8 +127,12 @@ def test_two_versions_of_one_package_run_side_by_side(cluster: Cluster, repo: Pa
         (v1, file1), (v2, file2) = ray.get([one.version.remote(), two.version.remote()], timeout=300)
         assert (v1, v2) == ("1.0", "2.0")
         with Repo(repo) as opened:
-            assert file1.startswith(opened.tree_path("adaptor-a==1.0") + os.sep)
-            assert file2.startswith(opened.tree_path("adaptor-a==2.0") + os.sep)
+            tree1, tree2 = opened.tree_path("adaptor-a==1.0"), opened.tree_path("adaptor-a==2.0")
+        assert file1.startswith(tree1 + os.sep)
+        assert file2.startswith(tree2 + os.sep)
+        path1, path2 = ray.get([one.path.remote(), two.path.remote()], timeout=60)
+        assert tree1 in path1 and tree2 not in path1
+        assert tree2 in path2 and tree1 not in path2
         # Both still alive and still on their own version (one worker process each, side by side).
         assert ray.get([one.version.remote(), two.version.remote()], timeout=60) == [(v1, file1), (v2, file2)]
     finally:

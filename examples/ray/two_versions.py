@@ -20,11 +20,12 @@ import repoinstall.ray
 
 
 @ray.remote
-def imported(module: str) -> str:
+def imported(package: str, module: str) -> str:
     import importlib
+    import importlib.metadata
 
     loaded = importlib.import_module(module)
-    return f"{module} {getattr(loaded, '__version__', '?')} from {loaded.__file__}"
+    return f"{package} {importlib.metadata.version(package)}: {module} from {loaded.__file__}"
 
 
 def main() -> None:
@@ -38,14 +39,14 @@ def main() -> None:
     install = {"index_url": index} if index else None
     repo = os.path.abspath(args.repo)
 
-    repoinstall.ray.check_registered()  # before ray.init(): the plugin must be in this process's environment
     ray.init()
+    # runtime_env() checks the input, and that every node's Ray loaded the plugin (else it says how to register it).
     envs = [
         repoinstall.ray.runtime_env(f"{args.package}=={version}", repo=repo, install=install)
         for version in args.versions
     ]
     module = args.module or args.package.replace("-", "_")
-    for line in ray.get([imported.options(runtime_env=env).remote(module) for env in envs]):
+    for line in ray.get([imported.options(runtime_env=env).remote(args.package, module) for env in envs]):
         print(line)
 
 
