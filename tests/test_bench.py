@@ -96,3 +96,11 @@ def test_dask_benchmark_installs_each_tree_once_for_every_worker_count() -> None
     done = bench("engine_dask.py")
     assert "PipInstall --target: 3 pip runs, 21 wheel downloads" in done.stdout, done.stdout  # N=2: scheduler + 2
     assert "none for the worker added later: ok" in done.stdout, done.stdout
+
+
+def test_ray_benchmark_installs_each_tree_once_for_every_n() -> None:
+    done = bench("engine_ray.py")
+    assert "N=2 repoinstall plugin" in done.stdout and "N=4 repoinstall plugin" in done.stdout, done.stdout
+    assert "N=2 ray pip runtime_env" in done.stdout and "N=4 ray pip runtime_env" in done.stdout, done.stdout
+    assert "repoinstall: 3 trees and 7 wheel downloads for every N (" in done.stdout, done.stdout
+    assert "): ok" in done.stdout, done.stdout
