@@ -55,14 +55,17 @@ class Packages(NamedTuple):
         specs: str | Iterable[str] = (),
         *,
         requirements: str | Iterable[str] = (),
-        lock: str | Iterable[str] = (),
+        lock: str | Iterable[str] | bool = (),
         repo: str | None = None,
         install: InstallOptions | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> Packages:
         """Specs (``"pkg==1.4"``, one string or several), ``requirements=``/``lock=`` files, a repo and its
         :class:`Repo` options; :class:`InvalidInput` (one line) for an option :class:`Repo` does not take.
-        ``install`` may be a mapping of :class:`InstallOptions` fields (a Ray ``runtime_env`` is JSON)."""
+        ``install`` may be a mapping of :class:`InstallOptions` fields (a Ray ``runtime_env`` is JSON). ``lock``
+        names lock files; ``lock=True``/``False`` is :class:`Repo`'s own option (``False``: ``--no-lock``)."""
+        if isinstance(lock, bool):
+            options["lock"], lock = lock, ()
         known = _repo_options()
         if unknown := sorted(set(options) - set(known)):
             raise InvalidInput(f"{unknown[0]!r} is not a repo option (those are: {', '.join(sorted(known))})")
@@ -110,6 +113,7 @@ class Packages(NamedTuple):
             raise InvalidInput(f"repo options: {error}") from None
         if problem is not None:
             raise InvalidInput(problem)
+        _check_urls(self.install)
         self.requests()
 
     def ensure(self, on_event: Callable[[Event], None] | None = None) -> list[str]:
@@ -158,6 +162,22 @@ def one_line(error: BaseException) -> str:
     if isinstance(error, RepoinstallError):
         return str(error).splitlines()[0] if str(error) else type(error).__name__
     return f"{type(error).__name__}: {error}".splitlines()[0]
+
+
+def _check_urls(install: InstallOptions | None) -> None:
+    """The index and find-links URLs given, checked as a worker's install checks them (one-line
+    :class:`InvalidInput`), so a malformed one is refused before it reaches any worker. The workers' own pip
+    configuration adds its URLs, checked where it is read."""
+    from ._urls import check
+
+    if install is None:
+        return
+    if not install.no_index:
+        for url in (*([install.index_url] if install.index_url else []), *install.extra_index_urls):
+            check(url, "index URL")
+    for location in install.find_links:
+        if "://" in location:
+            check(location, "find-links URL")
 
 
 def _strings(value: str | Iterable[str], what: str) -> tuple[str, ...]:

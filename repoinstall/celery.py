@@ -88,7 +88,7 @@ _ISOLATE_HINT = "; in a Celery task: @requires(..., isolated=True)"
 def requires(
     *specs: str,
     requirements: str | Iterable[str] = (),
-    lock: str | Iterable[str] = (),
+    lock: str | Iterable[str] | bool = (),
     repo: str | os.PathLike[str] | None = None,
     install: InstallOptions | Mapping[str, Any] | None = None,
     isolated: bool = False,
@@ -148,7 +148,7 @@ def preload(
     app: Celery,
     *specs: str,
     requirements: str | Iterable[str] = (),
-    lock: str | Iterable[str] = (),
+    lock: str | Iterable[str] | bool = (),
     repo: str | os.PathLike[str] | None = None,
     install: InstallOptions | Mapping[str, Any] | None = None,
     **options: Any,

@@ -74,7 +74,7 @@ class RepoInstall(WorkerPlugin):
         specs: str | Iterable[str] = (),
         *,
         requirements: str | Iterable[str] = (),
-        lock: str | Iterable[str] = (),
+        lock: str | Iterable[str] | bool = (),
         repo: str | Path | None = None,
         install: InstallOptions | Mapping[str, Any] | None = None,
         **options: Any,
@@ -88,7 +88,6 @@ class RepoInstall(WorkerPlugin):
             **options,
         )
         self.packages.check()  # InvalidInput (one line) before anything is registered
-        _check_urls(self.packages.install)
         self.name = f"repoinstall-{_digest(self.packages)}"
         #: On a worker, once set up: the trees it activated, in order.
         self.paths: list[str] = []
@@ -127,22 +126,6 @@ async def _leave(worker: Worker, reason: str) -> None:
         except OSError:
             pass  # the nanny stopped this process while we waited for its answer (CommClosedError)
     await worker.close(nanny=False, reason=reason)
-
-
-def _check_urls(install: InstallOptions | None) -> None:
-    """The index and find-links URLs given here, checked as a worker's install would check them (one-line
-    :class:`InvalidInput`), so that a malformed one is refused before it reaches every worker. The workers' pip
-    configuration adds its own, checked where it is read."""
-    from ._urls import check
-
-    if install is None:
-        return
-    if not install.no_index:
-        for url in (*([install.index_url] if install.index_url else []), *install.extra_index_urls):
-            check(url, "index URL")
-    for location in install.find_links:
-        if "://" in location:
-            check(location, "find-links URL")
 
 
 def _digest(packages: Packages) -> str:

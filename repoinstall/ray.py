@@ -201,7 +201,7 @@ def runtime_env(
     packages: str | Iterable[str] = (),
     *,
     requirements: str | Iterable[str] = (),
-    lock: str | Iterable[str] = (),
+    lock: str | Iterable[str] | bool = (),
     repo: str | os.PathLike[str] | None = None,
     install: InstallOptions | Mapping[str, Any] | None = None,
     check: bool = True,
@@ -213,7 +213,9 @@ def runtime_env(
     value: dict[str, Any] = {"packages": list(Packages.of(packages).specs)}
     if requirements:
         value["requirements"] = [requirements] if isinstance(requirements, str) else list(requirements)
-    if lock:
+    if isinstance(lock, bool):
+        value["lock"] = lock  # Repo's own option: False is --no-lock
+    elif lock:
         value["lock"] = [lock] if isinstance(lock, str) else list(lock)
     if repo is not None:
         value["repo"] = os.fspath(repo)

@@ -97,3 +97,13 @@ def test_put_first_keeps_order_and_refuses_a_version_already_imported(tmp_path: 
         sys.path[:] = before
         sys.modules.pop("adaptor_a", None)
         sys.modules.pop("adaptor_e", None)
+
+
+def test_lock_names_files_and_lock_false_is_the_repos_no_lock(tmp_path: Path) -> None:
+    no_lock = Packages.of("adaptor-a==1.0", lock=False, repo=str(tmp_path / "repo"))
+    assert no_lock.files == () and dict(no_lock.options) == {"lock": False}
+    no_lock.check()
+    locked = Packages.of(lock=str(tmp_path / "pylock.toml"))
+    assert locked.files == (str(tmp_path / "pylock.toml"),) and locked.options == ()
+    with pytest.raises(InvalidInput, match="index URL"):
+        Packages.of("adaptor-a==1.0", install={"index_url": "http://[::1"}).check()
