@@ -28,17 +28,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from common import LIBRARIES, PACKAGES, ROOT, machine
+from common import LIBRARIES, PACKAGES, ROOT, build, machine
 from helpers import isolated_env
 from indexserver import IndexServer
-from wheels import make_wheel
 
 from repoinstall import InstallOptions, Repo
 
 #: Three adaptors of bench/common.py's set, each needing two of its four libraries: 3 trees, 7 distinct dists.
 ADAPTORS = PACKAGES[:3]
 SPECS = [f"{name}==1.0" for name in ADAPTORS]
-MODULES = 60
 
 
 class Run(NamedTuple):
@@ -48,15 +46,6 @@ class Run(NamedTuple):
     added: float  # seconds from scale(N + 1) until the new worker ran the task
     added_installs: int
     added_downloads: int
-
-
-def build(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    for index, name in enumerate(ADAPTORS):
-        needs = (f"{LIBRARIES[index % 4]}>=1", f"{LIBRARIES[(index + 1) % 4]}>=1")
-        make_wheel(directory, name, "1.0", requires=needs, modules=MODULES)
-    for name in LIBRARIES:
-        make_wheel(directory, name, "1.0", modules=MODULES)
 
 
 def imports(target: str | None = None) -> list[str]:
