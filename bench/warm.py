@@ -122,7 +122,8 @@ def commands_ms(argvs: list[list[str]], rounds: int) -> list[float]:
 #: and 1.38 for 3 packages).
 CLI_GOAL = 1.3
 CLI_BEFORE = 1.37
-HEAVY = {"httpx", "filelock", "pip", "httpcore", "rich", "concurrent"}
+#: The engines' adapters (repoinstall.dask, .ray, .celery) are imported only by their users: never these either.
+HEAVY = {"httpx", "filelock", "pip", "httpcore", "rich", "concurrent", "distributed", "dask", "ray", "celery", "kombu"}
 
 
 def imported(argv: list[str]) -> set[str]:
