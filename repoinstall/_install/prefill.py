@@ -56,8 +56,9 @@ class Prefilled(NamedTuple):
 
     closures: dict[TreeId, Closure]
     stored: dict[TreeId, int]
-    #: Every stored distribution this batch stored, or found stored and hashed whole: its trees link them as they
-    #: are (each tree's verify hashes what it links), not hashing each once more per tree.
+    #: Every stored distribution of this batch, checked against its RECORD moments ago: hashed whole here, or
+    #: checked by the publish that stored it (ours, or a peer's we waited for). Its trees link them as they are
+    #: (each tree's verify hashes what it links), not hashing each once more per tree.
     checked: frozenset[DistId] = frozenset()
 
 
