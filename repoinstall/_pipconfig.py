@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from . import _log
 from ._options import InstallOptions
-from ._urls import check
+from ._urls import check_sources
 
 PYPI = "https://pypi.org/simple"
 #: pip's own defaults for the two network settings resolution shares with it.
@@ -58,11 +58,7 @@ def index_config(options: InstallOptions | None, *, pre: bool = False) -> IndexC
     extras = [*pip.get("extra-index-url", "").split(), *options.extra_index_urls]
     indexes = () if no_index else tuple(dict.fromkeys([primary, *extras]))
     find_links = tuple(dict.fromkeys([*pip.get("find-links", "").split(), *options.find_links]))
-    for url in indexes:
-        check(url, "index URL")
-    for location in find_links:
-        if "://" in location:
-            check(location, "find-links URL")
+    check_sources(indexes, find_links)
     return IndexConfig(
         index_urls=indexes,
         find_links=find_links,

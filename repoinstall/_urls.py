@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Iterable
 
 from ._errors import InvalidInput
 
@@ -50,6 +51,15 @@ def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     user, _, password = userinfo.partition(":")
     bare = urllib.parse.urlunsplit(parts._replace(netloc=host))
     return bare, (urllib.parse.unquote(user), urllib.parse.unquote(password))
+
+
+def check_sources(indexes: Iterable[str], find_links: Iterable[str]) -> None:
+    """:func:`check` every index URL, and every find-links location that is a URL (a path is not)."""
+    for url in indexes:
+        check(url, "index URL")
+    for location in find_links:
+        if "://" in location:
+            check(location, "find-links URL")
 
 
 def check(url: str, what: str) -> None:

@@ -100,6 +100,7 @@ class Packages(NamedTuple):
         spec that does not parse, a file that cannot be read, an option out of range. Raises the one-line
         :class:`RepoinstallError` that ``repoinstall ensure`` would exit 2 with."""
         from ._repo import options_problem
+        from ._urls import check_sources
 
         if not self.specs and not self.files:
             raise InvalidInput("nothing to install: give package specs, requirements= or lock= files")
@@ -113,7 +114,11 @@ class Packages(NamedTuple):
             raise InvalidInput(f"repo options: {error}") from None
         if problem is not None:
             raise InvalidInput(problem)
-        _check_urls(self.install)
+        if (install := self.install) is not None:
+            # The URLs given here, as a worker's install checks them; its own pip configuration adds its URLs,
+            # checked where it is read.
+            named = [install.index_url] if install.index_url else []
+            check_sources(() if install.no_index else [*named, *install.extra_index_urls], install.find_links)
         self.requests()
 
     def ensure(self, on_event: Callable[[Event], None] | None = None) -> list[str]:
@@ -158,26 +163,15 @@ def put_first(paths: Iterable[str]) -> list[str]:
 
 
 def one_line(error: BaseException) -> str:
-    """A failure as the one line repoinstall prints for it (``repoinstall: error: ...`` without the prefix)."""
-    if isinstance(error, RepoinstallError):
-        return str(error).splitlines()[0] if str(error) else type(error).__name__
-    return f"{type(error).__name__}: {error}".splitlines()[0]
-
-
-def _check_urls(install: InstallOptions | None) -> None:
-    """The index and find-links URLs given, checked as a worker's install checks them (one-line
-    :class:`InvalidInput`), so a malformed one is refused before it reaches any worker. The workers' own pip
-    configuration adds its URLs, checked where it is read."""
-    from ._urls import check
-
-    if install is None:
-        return
-    if not install.no_index:
-        for url in (*([install.index_url] if install.index_url else []), *install.extra_index_urls):
-            check(url, "index URL")
-    for location in install.find_links:
-        if "://" in location:
-            check(location, "find-links URL")
+    """A failure as one line: repoinstall's line (``repoinstall: error: ...`` without the prefix). An installer's
+    failure says what failed on its first line, ending in ``:``, and why further down (pip's ``ERROR:`` lines):
+    the line keeps both, for an engine that shows its caller one line."""
+    text = str(error) if isinstance(error, RepoinstallError) else f"{type(error).__name__}: {error}"
+    first, *rest = text.splitlines() or [type(error).__name__]
+    reasons = [line.strip() for line in rest if line.strip()]
+    if first.endswith(":") and reasons:
+        first = f"{first} {next((r for r in reasons if 'error' in r.lower()[:12]), reasons[0])}"
+    return first
 
 
 def _strings(value: str | Iterable[str], what: str) -> tuple[str, ...]:

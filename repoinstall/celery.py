@@ -48,8 +48,8 @@ from typing import Any, ParamSpec, TypeVar
 from celery import Celery, Task, signals
 from celery.local import Proxy
 
-from ._activate import _path_guard, _same_version, call_isolated, conflict
-from ._errors import ActivationConflict, InvalidInput, RepoinstallError
+from ._activate import _path_guard, call_isolated, check_together, conflict
+from ._errors import ActivationConflict, InvalidInput, RepoinstallError, TreesConflict
 from ._options import InstallOptions
 from ._results import Event
 from ._workers import Packages, one_line, put_first
@@ -75,14 +75,14 @@ _ensuring_guard = threading.Lock()
 #: several at once), and the fixed set's trees, there for good. Changed only under ``_path_guard``.
 _running: Counter[str] = Counter()
 _fixed: list[str] = []
-#: tree path -> {project: version} of the distributions it holds, read once.
-_held: dict[str, dict[str, str]] = {}
 
 _TOP_LEVEL = (
     "isolated=True needs a function defined at the top level of an importable module (the fresh interpreter "
     "imports it by name)"
 )
 _ISOLATE_HINT = "; in a Celery task: @requires(..., isolated=True)"
+_FIXED = "the worker's fixed set (preload)"
+_RUNNING = "a task running now"
 
 
 def requires(
@@ -177,7 +177,7 @@ def preload(
             # Signal.send() logs and drops an Exception; SystemExit is not one: it leaves app.Worker() before
             # the pool or the consumer exist, so no task is taken, and the interpreter prints the line (logging
             # is not set up yet).
-            raise SystemExit(f"repoinstall: error: {one_line(_one_line(error))}") from None
+            raise SystemExit(f"repoinstall: error: {one_line(error)}") from None
 
     def on_after_setup(**_: Any) -> None:
         for line in said:
@@ -192,7 +192,7 @@ def preload(
         try:
             _load_fixed(packages)
         except RepoinstallError as error:
-            log.critical("repoinstall: error: %s", one_line(_one_line(error)))
+            log.critical("repoinstall: error: %s", one_line(error))
             if main and os.getppid() == main[0]:
                 os.kill(main[0], signal.SIGTERM)  # stop the worker rather than have it start this process again
             os._exit(1)
@@ -257,9 +257,14 @@ def _activated(paths: list[str]) -> Iterator[None]:
         for tree in paths:
             if (problem := conflict(tree)) is not None:
                 raise ActivationConflict(problem + _ISOLATE_HINT)
-        if (problem := _clash(paths)) is not None:
-            raise ActivationConflict(problem + _ISOLATE_HINT)
         added = [path for path in dict.fromkeys(paths) if not _running[path] and path not in _fixed]
+        there = [(_FIXED, tree) for tree in _fixed] + [(_RUNNING, tree) for tree in _running if tree not in _fixed]
+        if added and there:
+            # The trees on the path and this task's new ones, checked as activate checks trees used together.
+            try:
+                check_together([*there, *(("this task", tree) for tree in added)])
+            except TreesConflict as clash:
+                raise ActivationConflict(str(clash) + _ISOLATE_HINT) from None
         for path in dict.fromkeys(paths):
             _running[path] += 1
         sys.path[:0] = added
@@ -278,50 +283,13 @@ def _activated(paths: list[str]) -> Iterator[None]:
             importlib.invalidate_caches()
 
 
-def _clash(paths: list[str]) -> str | None:
-    """Why ``paths`` cannot join the trees on this process's path now (another version of a distribution), or
-    ``None``. Called under ``_path_guard``."""
-    held: dict[str, tuple[str, str]] = {}  # project -> (version, why it is on the path)
-    for trees, why in ((_fixed, "the worker's fixed set (preload)"), (_running, "a task running now")):
-        for tree in trees:
-            for project, version in _dists(tree).items():
-                held.setdefault(project, (version, why))
-    for tree in paths:
-        for project, version in _dists(tree).items():
-            if project in held and not _same_version(held[project][0], version):
-                there, why = held[project]
-                return (
-                    f"cannot activate {project} {version}: {project} {there} is on this process's path for {why}; "
-                    "one process holds one version of a module"
-                )
-    return None
-
-
-def _dists(tree: str) -> dict[str, str]:
-    if (found := _held.get(tree)) is None:
-        from ._store.dists import scan
-        from ._store.identity import canonical_name
-
-        try:
-            found = {canonical_name(dist.name): dist.version for dist in scan(tree)}
-        except OSError:
-            found = {}
-        _held[tree] = found
-    return found
-
-
 def _one_line(error: RepoinstallError) -> RepoinstallError:
-    """The same error with a one-line message: what Celery sends back to ``.get()`` (type and message). An
-    installer's failure says what failed on its first line and why further down (pip's ``ERROR:`` lines): the
-    line keeps both; the whole text goes to the worker's log."""
+    """The same error with its one line (:func:`one_line`) as its message: what Celery sends back to ``.get()``
+    (type and message); the whole text goes to the worker's log."""
     line = one_line(error)
     if str(error) == line:
         return error
     log.warning("repoinstall: %s", error)
-    rest = [text.strip() for text in str(error).splitlines()[1:] if text.strip()]
-    if line.endswith(":") and rest:
-        reasons = [text for text in rest if "error" in text.lower()[:12]]
-        line = f"{line} {(reasons or rest)[0]}"
     try:
         return type(error)(line)
     except Exception:

@@ -296,7 +296,7 @@ def test_threads_pool_refuses_a_second_version_while_a_task_runs_with_the_first(
     wait_until(lambda: any(mark.iterdir()), TIMEOUT, what="one() to start")
     with pytest.raises(ActivationConflict) as refused:
         cluster.call("two", "b")
-    assert "adaptor-a 1.0 is on this process's path for a task running now" in str(refused.value)
+    assert "a task running now holds adaptor-a 1.0, this task holds adaptor-a 2.0" in str(refused.value)
     release.touch()
     assert running.get(timeout=TIMEOUT)[0] == "1.0"
 

@@ -107,3 +107,12 @@ def test_lock_names_files_and_lock_false_is_the_repos_no_lock(tmp_path: Path) ->
     assert locked.files == (str(tmp_path / "pylock.toml"),) and locked.options == ()
     with pytest.raises(InvalidInput, match="index URL"):
         Packages.of("adaptor-a==1.0", install={"index_url": "http://[::1"}).check()
+
+
+def test_one_line_keeps_what_failed_and_the_installers_reason() -> None:
+    from repoinstall import InstallError
+
+    failed = InstallError("adaptor-a==9.9: pip failed (it exited with 1):\n  Looking in links: x\n  ERROR: No matching")
+    assert one_line(failed) == "adaptor-a==9.9: pip failed (it exited with 1): ERROR: No matching"
+    assert one_line(InstallError("a full disk\nmore")) == "a full disk"  # a line that says it all stays alone
+    assert one_line(ValueError("bad\nvalue")) == "ValueError: bad"
