@@ -128,12 +128,27 @@ def _choose_targets(
     return victims, rng.sample(rest, min(1, len(rest)))
 
 
+def _glob(root: Path, pattern: str) -> list[Path]:
+    """``root.glob(pattern)`` on a repo the pods are changing: a directory removed while it is scanned (a lock's
+    directory cleaned up after its publish) is passed over, where ``Path.glob`` raises FileNotFoundError."""
+    found = [root]
+    for part in pattern.split("/"):
+        matched: list[Path] = []
+        for directory in found:
+            try:
+                matched += directory.glob(part)
+            except OSError:
+                continue
+        found = matched
+    return found
+
+
 def _heartbeat_age(backing_repo: Path, host: str, pid: int | subprocess.Popen[str]) -> float:
     """Seconds since the pod (host, pid) last refreshed any lock record of its (inf if it has none)."""
     pid = pid if isinstance(pid, int) else pid.pid
     mine = f"host={host}\n"
     ages = []
-    for record in backing_repo.glob("locks/*/*/*.lock.rw/holders/*"):
+    for record in _glob(backing_repo, "locks/*/*/*.lock.rw/holders/*"):
         try:
             text = record.read_text()
             if mine in text and f"pid={pid}\n" in text:
@@ -149,7 +164,7 @@ def _holding(backing_repo: Path, host: str, pid: int | subprocess.Popen[str], wa
     installing there, for any of them, is lost with it."""
     pid = pid if isinstance(pid, int) else pid.pid
     held = []
-    for note in [*backing_repo.glob("locks/*/*/*.owner"), *backing_repo.glob("store-locks/*/*/*.owner")]:
+    for note in [*_glob(backing_repo, "locks/*/*/*.owner"), *_glob(backing_repo, "store-locks/*/*/*.owner")]:
         try:
             owner = json.loads(note.read_text())
         except (OSError, ValueError):
