@@ -150,11 +150,20 @@ def import_version(tree: str | Path, module: str) -> str:
 
 
 def wait_until(predicate: Any, timeout: float = 30.0, what: str = "condition") -> None:
+    """Poll ``predicate`` until it is true. A predicate that scans a repo other processes are changing may meet a
+    directory removed mid-scan (FileNotFoundError): that poll counts as not yet, and the next one looks again."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while not _holds(predicate):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def _holds(predicate: Any) -> bool:
+    try:
+        return bool(predicate())
+    except FileNotFoundError:
+        return False
 
 
 def snapshot(repo: Path) -> dict[str, tuple[int, int]]:
