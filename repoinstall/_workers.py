@@ -13,6 +13,7 @@ re-check, stage, verify, publish by rename), and the trees' paths come back in t
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -56,7 +57,7 @@ class Packages(NamedTuple):
         *,
         requirements: str | Iterable[str] = (),
         lock: str | Iterable[str] | bool = (),
-        repo: str | None = None,
+        repo: str | os.PathLike[str] | None = None,
         install: InstallOptions | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> Packages:
@@ -74,12 +75,10 @@ class Packages(NamedTuple):
         elif install is not None and not isinstance(install, InstallOptions):
             kind = type(install).__name__
             raise InvalidInput(f"install must be InstallOptions or a mapping of its fields, got {kind}")
-        if repo is not None and not isinstance(repo, str):
-            repo = str(repo)
         return cls(
             _strings(specs, "specs"),
             _strings(requirements, "requirements") + _strings(lock, "lock"),
-            repo,
+            None if repo is None else os.fspath(repo),
             tuple(sorted(options.items())),
             install,
         )

@@ -101,10 +101,7 @@ def requires(
     (``wait_timeout=``, ``jobs=``, ...). ``isolated=True``: run the body in a fresh interpreter (arguments and
     result travel pickled; ``timeout`` seconds at most). Bad input raises :class:`~repoinstall.InvalidInput`
     here, at import of the tasks module."""
-    packages = Packages.of(
-        specs, requirements=requirements, lock=lock, repo=None if repo is None else os.fspath(repo), install=install,
-        **options,
-    )  # fmt: skip
+    packages = Packages.of(specs, requirements=requirements, lock=lock, repo=repo, install=install, **options)
     packages.check()
     if not isinstance(isolated, bool):
         raise InvalidInput(f"isolated must be True or False, got {isolated!r}")
@@ -157,10 +154,7 @@ def preload(
     :func:`requires`). They are ensured when the worker starts, before its pool; if that fails, the worker exits
     with status 1 and the one-line error instead of serving tasks. Bad input raises
     :class:`~repoinstall.InvalidInput` here."""
-    packages = Packages.of(
-        specs, requirements=requirements, lock=lock, repo=None if repo is None else os.fspath(repo), install=install,
-        **options,
-    )  # fmt: skip
+    packages = Packages.of(specs, requirements=requirements, lock=lock, repo=repo, install=install, **options)
     packages.check()
     uid = f"repoinstall.celery.preload:{id(app)}:{hash(packages)}"
 

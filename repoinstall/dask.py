@@ -75,18 +75,11 @@ class RepoInstall(WorkerPlugin):
         *,
         requirements: str | Iterable[str] = (),
         lock: str | Iterable[str] | bool = (),
-        repo: str | Path | None = None,
+        repo: str | os.PathLike[str] | None = None,
         install: InstallOptions | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> None:
-        self.packages = Packages.of(
-            specs,
-            requirements=requirements,
-            lock=lock,
-            repo=None if repo is None else os.fspath(repo),
-            install=install,
-            **options,
-        )
+        self.packages = Packages.of(specs, requirements=requirements, lock=lock, repo=repo, install=install, **options)
         self.packages.check()  # InvalidInput (one line) before anything is registered
         self.name = f"repoinstall-{_digest(self.packages)}"
         #: On a worker, once set up: the trees it activated, in order.

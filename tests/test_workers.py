@@ -47,8 +47,11 @@ def test_ensured_on_a_worker_in_the_order_asked(tmp_path: Path, index: IndexServ
         wait_timeout=60,
     )
     packages.check()
-    # Plain data: what goes to a worker comes back equal.
+    # Plain data: what goes to a worker comes back equal, and a repo given as a path is the same record as its
+    # string (a Dask plugin's name hashes it; Celery remembers trees by it).
     assert pickle.loads(pickle.dumps(packages)) == packages
+    as_path = Packages.of("adaptor-a==1.1", repo=tmp_path / "repo")
+    assert as_path == Packages.of("adaptor-a==1.1", repo=str(tmp_path / "repo")) and isinstance(as_path.repo, str)
     paths = packages.ensure()
     with Repo(tmp_path / "repo", install=InstallOptions(find_links=(index.url,), no_index=True)) as repo:
         assert paths == [repo.tree_path("adaptor-a==1.1"), repo.tree_path("adaptor-b==1.0")]
