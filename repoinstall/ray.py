@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import ray
 from ray._private.runtime_env.plugin import RuntimeEnvPlugin
@@ -42,8 +42,13 @@ from ._errors import InvalidInput, RepoinstallError
 from ._options import InstallOptions
 from ._workers import Packages, one_line
 
-if TYPE_CHECKING:
-    from ray._private.runtime_env.context import RuntimeEnvContext
+
+class RuntimeEnvContext(Protocol):
+    """What the plugin uses of the context Ray hands it: the workers' environment variables. Structural, so that
+    the plugin's base class stays the only one of Ray's private modules this package imports."""
+
+    env_vars: dict[str, str]
+
 
 __all__ = ["NAME", "PLUGINS", "PluginNotRegistered", "RepoInstallPlugin", "check_registered", "runtime_env"]
 

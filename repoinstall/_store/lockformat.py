@@ -123,11 +123,11 @@ def last_sign_of_life(state_fd: int) -> tuple[float, float]:
 
 
 def holder_lease(record: bytes | None) -> float | None:
-    """The lease a holder record declares (its holder's own stale threshold), as filelock reads it when it judges
-    that holder (``filelock._soft_rw._protocol.holder_lease``): a peer evicts the holder only once its record has
-    not changed for the longer of the peer's threshold and this. ``None`` if the record has none (an older
-    release) or it is malformed: only a finite positive number spelled as ``repr(float)`` writes it counts, so a
-    record's "inf" cannot keep a lock forever."""
+    """The lease a holder record declares (its holder's own stale threshold), by the rule filelock applies when
+    it judges that holder (tests/unit/test_lock_info.py reads real holders' records): a peer evicts the holder only
+    once its record has not changed for the longer of the peer's threshold and this. ``None`` if the record has
+    none (an older release) or it is malformed: only a finite positive number spelled as ``repr(float)`` writes it
+    counts, so a record's "inf" cannot keep a lock forever."""
     try:
         data = (record or b"").decode("ascii")
     except UnicodeDecodeError:

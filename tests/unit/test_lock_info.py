@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from filelock import SoftReadWriteLock
-from filelock._soft_rw._protocol import holder_lease as filelocks_holder_lease
 from packaging.version import Version
 
 from repoinstall._ops.gc import Collector
@@ -35,25 +34,44 @@ def _state(layout: Layout) -> Path:
 
 
 @pytest.mark.parametrize(
-    "record",
+    ("record", "lease"),
     [
-        b"lease=12.0\n",
-        b"x\nlease=120.0\nnonce=1\n",
-        b"lease=12\n",  # not as repr() writes it
-        b"lease=inf\n",
-        b"lease=nan\n",
-        b"lease=-3.0\n",
-        b"lease=0.0\n",
-        b"lease=1_000.0\n",
-        b"lease= 12.0\n",
-        b"lease=12.0\nlease=99.0\n",
-        b"no lease\n",
-        b"lease=\xff\n",
-        b"",
+        (b"lease=12.0\n", 12.0),
+        (b"x\nlease=120.0\nnonce=1\n", 120.0),
+        (b"lease=12\n", None),  # not as repr() writes it
+        (b"lease=inf\n", None),
+        (b"lease=nan\n", None),
+        (b"lease=-3.0\n", None),
+        (b"lease=0.0\n", None),
+        (b"lease=1_000.0\n", None),
+        (b"lease= 12.0\n", None),
+        (b"lease=12.0\nlease=99.0\n", 12.0),  # the first wins
+        (b"no lease\n", None),
+        (b"lease=\xff\n", None),
+        (b"", None),
     ],
 )
-def test_a_holders_lease_reads_as_filelock_reads_it(record: bytes) -> None:
-    assert holder_lease(record) == filelocks_holder_lease(record)
+def test_a_holders_lease_counts_only_as_a_holder_writes_it(record: bytes, lease: float | None) -> None:
+    assert holder_lease(record) == lease
+
+
+@pytest.mark.parametrize("threshold", [0.5, 7.25, 120.0])
+def test_a_real_holders_record_declares_its_own_stale_threshold(layout: Layout, threshold: float) -> None:
+    # What filelock writes, read back through the public lock: the lease we read is the holder's threshold.
+    _lock_dir(layout).mkdir(parents=True)
+    holder = SoftReadWriteLock(
+        str(_lock_dir(layout) / lock_name(TID.leaf)),
+        heartbeat_interval=threshold / 4,
+        stale_threshold=threshold,
+        is_singleton=False,
+    )
+    holder.acquire_write(timeout=10)
+    try:
+        [record] = (_state(layout) / HOLDERS).iterdir()
+        assert holder_lease(record.read_bytes()) == threshold
+    finally:
+        holder.release(force=True)
+        holder.close()
 
 
 def test_locks_judges_stale_by_the_longer_of_its_threshold_and_the_holders_lease(layout: Layout) -> None:
