@@ -380,6 +380,42 @@ def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
         raise
 
 
+def write_once(dir_fd: int, name: str, data: bytes) -> bool:
+    """Write ``name`` in ``dir_fd`` if nobody has: a temporary file, then one hard link to ``name``. ``False`` if
+    ``name`` was there (a peer's write won; read theirs). Readers see all of it or none, and a second writer never
+    replaces the first's: link() fails with EEXIST, atomically, on local filesystems and on the NFS server alike.
+    Where hard links are refused (some FUSE filesystems), a rename onto a name still missing a moment ago."""
+    tmp = f".{name}.{os.urandom(6).hex()}.tmp"
+    fd = os.open(tmp, _CREATE_FLAGS, FILE_MODE, dir_fd=dir_fd)
+    try:
+        try:
+            set_group_mode(fd, FILE_MODE)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as error:
+            if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                raise
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            return False
+        except FileNotFoundError:
+            pass
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+
+
 def unlink(dir_fd: int, name: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(name, dir_fd=dir_fd)

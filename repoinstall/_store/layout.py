@@ -1,10 +1,15 @@
 """Where things live in a repo directory.
 
+    <repo>/format                                       its format and lock protocol, stated once (repoformat)
     <repo>/trees/<env>/<name>/<version>[extras]/        one immutable pip --target tree (importable)
     <repo>/records/<env>/<name>/<version>[extras].json  its manifest record (one small file per tree)
     <repo>/locks/<env>/<name>/<version>[extras].lock    its install lock (filelock keeps state in .lock.rw/)
+    <repo>/closures/<env>/<name>/<version>[extras].json what a tree was installed from, kept when it goes
+    <repo>/store/<env>/<name>/<version>-<sha16>/        each installed distribution once, trees link to it
+    <repo>/store-locks/<env>/<name>/<leaf>.lock         a stored distribution's lock
+    <repo>/cache/                                       answers from package indexes
     <repo>/staging/<env>/<tree>.<host>.<pid>.<random>/  a private staging dir per install attempt
-    <repo>/trash/                                       broken trees renamed aside before deletion
+    <repo>/trash/                                       what is being removed, renamed aside before deletion
 
 One file per tree, never one manifest for the whole repo, keeps the check's cost proportional to the
 packages asked for and lets installs of different trees never write the same file.
@@ -21,6 +26,7 @@ from typing import ParamSpec, TypeVar
 
 from .._errors import RepoUnusable
 from . import fs as _fs
+from . import repoformat
 from .identity import TreeId
 
 TREES = "trees"
@@ -87,6 +93,9 @@ class Layout:
         self._again = threading.local()
         self._rerunning = 0
         self._guard = threading.Lock()
+        #: Whether this repo's format file was read (and, for ``writable``, stated) by this handle: once each.
+        self._format_read = False
+        self._format_stated = False
 
     def root_fd(self, *, create: bool = False) -> int | None:
         """The root's descriptor, or ``None`` if the repo does not exist yet and ``create`` is false."""
@@ -132,8 +141,11 @@ class Layout:
             if _fs.stale(error):
                 raise  # the repo was replaced under a handle we kept: looked up again by retrying
             raise RepoUnusable(f"repo {self.root}: cannot be listed: {error.strerror}") from None
-        if entries and not any(name in _TOP for name in entries):
+        if entries and repoformat.FORMAT_FILE not in entries and not any(name in _TOP for name in entries):
             raise RepoUnusable(f"{self.root} is not a repoinstall repo (it has no {'/, '.join(sorted(_TOP))}/)")
+        if not self._format_read and repoformat.FORMAT_FILE in entries:
+            repoformat.check(fd, self.root, write=False)  # a reader too must not misread a format it does not speak
+            self._format_read = True
         return fd
 
     def writable_fd(self) -> int:
@@ -152,6 +164,11 @@ class Layout:
             if read_only_filesystem(self.root):
                 raise RepoUnusable(f"repo {self.root} is read-only: cannot install missing packages here")
             raise RepoUnusable(f"repo {self.root} is not writable by uid {os.getuid()}")
+        if not self._format_stated:
+            # Before any lock or write of this process: a repo in a format this code does not speak is refused here,
+            # so it is never shared with a protocol one side does not follow. Every writer comes through here.
+            repoformat.check(fd, self.root, write=True)
+            self._format_stated = self._format_read = True
         return fd
 
     def env_fd(self, kind: str, env: str, *, fresh: bool = False) -> int | None:

@@ -23,6 +23,8 @@ from . import fs as _fs
 
 #: Our name for a lock: ``<leaf>.lock``; filelock keeps its state in ``<leaf>.lock.rw/``.
 LOCK_SUFFIX = ".lock"
+#: The protocol filelock names in every snapshot and holder record; the repo's format file states it (repoformat).
+PROTOCOL = "filelock-rw/1"
 STATE_SUFFIX = LOCK_SUFFIX + ".rw"
 GENERATIONS = "gen"
 HOLDERS = "holders"
