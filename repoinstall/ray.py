@@ -270,7 +270,7 @@ def check_registered(timeout: float = 120) -> None:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     cluster = ray.get_runtime_context().gcs_address
-    alive = [node["NodeID"] for node in ray.nodes() if node["Alive"]]  # type: ignore[no-untyped-call]
+    alive = [node["NodeID"] for node in ray.nodes() if node["Alive"]]  # type: ignore[no-untyped-call,unused-ignore]
     nodes = [node for node in alive if (cluster, node) not in _registered_nodes]
     probe = ray.remote(_probe)
     refs = [

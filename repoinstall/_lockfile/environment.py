@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .._errors import RequirementsFileError
 
@@ -125,8 +125,10 @@ def evaluate(
     try:
         if lock_file:
             values.update(extras=extras, dependency_groups=groups)
-            return parsed.evaluate(values, context="lock_file")
+            # packaging 25 evaluates these two sets (PEP 751) but declares the environment dict[str, str]; 26
+            # declares what it takes. The cast keeps one spelling checked against both.
+            return parsed.evaluate(cast("dict[str, str]", values), context="lock_file")
         values["extra"] = ""  # as Requested.marker_applies, and pip, evaluate a requirement's marker
-        return parsed.evaluate(values)
+        return parsed.evaluate(cast("dict[str, str]", values))
     except (UndefinedComparison, UndefinedEnvironmentName) as error:
         raise ValueError(f"cannot be evaluated: {error}") from None

@@ -26,7 +26,6 @@ from typing import ParamSpec, TypeVar
 
 from .._errors import RepoUnusable
 from . import fs as _fs
-from . import repoformat
 from .identity import TreeId
 
 TREES = "trees"
@@ -44,6 +43,8 @@ STORE = "store"
 #: readers (gc, ``locks``) take every lock there for a tree's.
 STORE_LOCKS = "store-locks"
 RECORD_SUFFIX = ".json"
+#: The repo's statement of its format and lock protocol (see repoformat), at its top.
+FORMAT_FILE = "format"
 #: Inside a staging dir: who made it (host, pid, started) and for which tree.
 OWNER_NOTE = "owner.json"
 #: Beside a lock: who holds it and since when, for people and for waiters' log lines.
@@ -141,10 +142,14 @@ class Layout:
             if _fs.stale(error):
                 raise  # the repo was replaced under a handle we kept: looked up again by retrying
             raise RepoUnusable(f"repo {self.root}: cannot be listed: {error.strerror}") from None
-        if entries and repoformat.FORMAT_FILE not in entries and not any(name in _TOP for name in entries):
+        if entries and FORMAT_FILE not in entries and not any(name in _TOP for name in entries):
             raise RepoUnusable(f"{self.root} is not a repoinstall repo (it has no {'/, '.join(sorted(_TOP))}/)")
-        if not self._format_read and repoformat.FORMAT_FILE in entries:
-            repoformat.check(fd, self.root, write=False)  # a reader too must not misread a format it does not speak
+        if not self._format_read and FORMAT_FILE in entries:
+            from . import repoformat  # not on the warm check's path, which never reads the format
+
+            repoformat.check(
+                fd, self.root, FORMAT_FILE, write=False
+            )  # a reader too must not misread a format it does not speak
             self._format_read = True
         return fd
 
@@ -167,7 +172,9 @@ class Layout:
         if not self._format_stated:
             # Before any lock or write of this process: a repo in a format this code does not speak is refused here,
             # so it is never shared with a protocol one side does not follow. Every writer comes through here.
-            repoformat.check(fd, self.root, write=True)
+            from . import repoformat
+
+            repoformat.check(fd, self.root, FORMAT_FILE, write=True)
             self._format_stated = self._format_read = True
         return fd
 

@@ -20,7 +20,6 @@ from .._errors import RepoUnusable
 from . import fs as _fs
 from .lockformat import PROTOCOL
 
-FORMAT_FILE = "format"
 #: The layout this code reads and writes (see layout.py); bumped by a change an older release would misread.
 FORMAT = 1
 #: The formats this code can share a repo in: what it writes, and what it reads and writes unchanged.
@@ -28,25 +27,30 @@ SPOKEN = frozenset({1})
 
 
 def _statement() -> bytes:
-    from .. import __version__
+    from importlib import metadata
 
-    text = json.dumps({"format": FORMAT, "locks": PROTOCOL, "written_by": f"repoinstall {__version__}"})
+    try:
+        release = metadata.version("repoinstall")  # as installed: the package's own __version__ says the same
+    except metadata.PackageNotFoundError:
+        release = "(not installed)"
+    text = json.dumps({"format": FORMAT, "locks": PROTOCOL, "written_by": f"repoinstall {release}"})
     return (text + "\n").encode()
 
 
-def check(root_fd: int, root: str, *, write: bool) -> None:
+def check(root_fd: int, root: str, name: str, *, write: bool) -> None:
     """Refuse (:class:`RepoUnusable`, exit 2) a repo whose format or lock protocol this code does not speak. ``write``:
-    state ours if the repo states none yet (the first writer's wins, and is then checked like any other)."""
-    data = _fs.read_file(root_fd, (FORMAT_FILE,), 1 << 12)
-    if data is None and write and not _fs.write_once(root_fd, FORMAT_FILE, _statement()):
-        data = _fs.read_file(root_fd, (FORMAT_FILE,), 1 << 12)  # a peer stated it first: theirs counts
+    state ours if the repo states none yet (the first writer's wins, and is then checked like any other). ``name``:
+    the file's name at the repo's top (the layout's ``FORMAT_FILE``)."""
+    data = _fs.read_file(root_fd, (name,), 1 << 12)
+    if data is None and write and not _fs.write_once(root_fd, name, _statement()):
+        data = _fs.read_file(root_fd, (name,), 1 << 12)  # a peer stated it first: theirs counts
     if data is None:
         return
     try:
         found = json.loads(data)
         version, locks, writer = found["format"], found["locks"], str(found.get("written_by", "an unknown release"))
     except (ValueError, TypeError, KeyError):
-        raise RepoUnusable(f"repo {root}: its {FORMAT_FILE} file is unreadable; refusing to write in it") from None
+        raise RepoUnusable(f"repo {root}: its {name} file is unreadable; refusing to write in it") from None
     if type(version) is not int or version not in SPOKEN or locks != PROTOCOL:
         stated = f"format {json.dumps(version)} with {json.dumps(locks)} locks (stated by {writer})"
         raise RepoUnusable(
