@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 project = "repoinstall"
 author = "repoinstall maintainers"
-copyright = "repoinstall maintainers, MIT License"  # noqa: A001
+copyright = "repoinstall maintainers, MIT License"
 release = version = __version__
 
 extensions = ["myst_parser", "sphinx.ext.autodoc"]
