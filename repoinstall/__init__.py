@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-#: The installed version; pyproject.toml's ``version`` says the same (a test checks). A literal: reading the
+#: The release (CHANGELOG.md's latest); pyproject.toml's ``version`` and the chart's ``appVersion`` say the same (a
+#: test checks). A literal: reading the
 #: distribution's metadata would cost the warm path an importlib.metadata import.
-__version__ = "0.1.0"
+__version__ = "0.4.0"
 
 from ._errors import (
     ActivationConflict,

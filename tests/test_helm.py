@@ -512,7 +512,9 @@ def test_a_parent_chart_includes_the_templates_with_the_subcharts_scope(tmp_path
     spec = workers["spec"]["template"]["spec"]
     (init,) = spec["initContainers"]
     # The subchart's own appVersion, name and values: no Chart dict written by hand.
-    assert init["image"] == "repoinstall:0.1.0" and init["command"] == ["repoinstall"]
+    assert init["image"] == f"repoinstall:{yaml.safe_load((CHART / 'Chart.yaml').read_text())['appVersion']}" and init[
+        "command"
+    ] == ["repoinstall"]
     claim = next(v for v in spec["volumes"] if v["name"] == "repoinstall-repo")["persistentVolumeClaim"]["claimName"]
     assert claim in {d["metadata"]["name"] for d in documents if d["kind"] == "PersistentVolumeClaim"}
     for document in documents:

@@ -20,6 +20,8 @@ import dockerignore
 import pytest
 from helpers import isolated_env
 
+import repoinstall
+
 ROOT = Path(__file__).parent.parent
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
@@ -116,7 +118,7 @@ def test_install_steps_in_a_fresh_venv_and_the_entry_point_as_non_root(tmp_path:
     venv = tmp_path / "venv"
     env = isolated_env()
     subprocess.run(["sh", ROOT / "docker" / "build-wheel.sh", ROOT, wheels], env=env, check=True, capture_output=True)
-    assert [p.name for p in wheels.iterdir()] == ["repoinstall-0.1.0-py3-none-any.whl"]
+    assert [p.name for p in wheels.iterdir()] == [f"repoinstall-{repoinstall.__version__}-py3-none-any.whl"]
     subprocess.run([sys.executable, "-m", "venv", venv], check=True)
     # The image's dependencies come from the index; tests have no network, so the fresh venv sees this test
     # environment's packages as if a base layer held them, and install.sh runs with --no-index.

@@ -1,13 +1,13 @@
 """Where things live in a repo directory.
 
     <repo>/format                                       its format and lock protocol, stated once (repoformat)
-    <repo>/trees/<env>/<name>/<version>[extras]/        one immutable pip --target tree (importable)
-    <repo>/records/<env>/<name>/<version>[extras].json  its manifest record (one small file per tree)
-    <repo>/locks/<env>/<name>/<version>[extras].lock    its install lock (filelock keeps state in .lock.rw/)
+    <repo>/trees/<env>/<name>/<version>[extras]/        one immutable tree of links into store/ (importable)
+    <repo>/records/<env>/<name>/<version>[extras].json  its manifest record (one small file per tree; .used beside)
+    <repo>/locks/<env>/<name>/<version>[extras].lock    its install lock (state in .lock.rw/, holder in .owner)
     <repo>/closures/<env>/<name>/<version>[extras].json what a tree was installed from, kept when it goes
     <repo>/store/<env>/<name>/<version>-<sha16>/        each installed distribution once, trees link to it
-    <repo>/store-locks/<env>/<name>/<leaf>.lock         a stored distribution's lock
-    <repo>/cache/                                       answers from package indexes
+    <repo>/store-locks/<env>/<name>/<leaf>.lock         a stored distribution's lock (and a cold store's batch)
+    <repo>/cache/index/                                 answers from package indexes
     <repo>/staging/<env>/<tree>.<host>.<pid>.<random>/  a private staging dir per install attempt
     <repo>/trash/                                       what is being removed, renamed aside before deletion
 

@@ -1,7 +1,7 @@
 """The repo's own statement of its on-disk format and lock protocol, so pods of different releases never share a repo
 in ways one of them does not speak.
 
-    <repo>/format    {"format": 1, "locks": "filelock-rw/1", "written_by": "repoinstall 0.1.0"}
+    <repo>/format    {"format": 1, "locks": "filelock-rw/1", "written_by": "repoinstall 0.4.0"}
 
 Written once, by the first writer that finds it missing (a hard link: a second writer never replaces it), and read
 by every writer before it takes a lock or writes anything, and by the commands that read a repo. A repo written

@@ -79,3 +79,63 @@ def make_broken_wheel(directory: Path, name: str, version: str) -> Path:
     path = directory / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
     path.write_bytes(b"this is not a zip archive\n" * 10)
     return path
+
+
+def wheels_of_installed(directory: Path, *requirements: str) -> list[Path]:
+    """Wheels of the pure-Python distributions installed here that ``requirements`` need, their dependencies
+    included (markers evaluated for this interpreter): what an index on 127.0.0.1 serves so that a fresh venv
+    installs the project as it would from PyPI, with no network. Scripts are left out (the installer writes them
+    from entry_points.txt), and so is bytecode."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen: set[str] = set()
+    written: list[Path] = []
+    pending = [Requirement(text) for text in requirements]
+    while pending:
+        wanted = pending.pop()
+        name = canonicalize_name(wanted.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            continue
+        for text in dist.requires or ():
+            needed = Requirement(text)
+            extras = wanted.extras or {""}
+            if needed.marker is None or any(needed.marker.evaluate({"extra": extra}) for extra in extras):
+                pending.append(needed)
+        written.append(_wheel_of(dist, directory))
+    return written
+
+
+def _wheel_of(dist: object, directory: Path) -> Path:
+    from importlib.metadata import Distribution
+
+    from packaging.utils import canonicalize_name
+
+    assert isinstance(dist, Distribution)
+    module = canonicalize_name(dist.metadata["Name"]).replace("-", "_")
+    version = dist.version
+    files: dict[str, bytes] = {}
+    dist_info = ""
+    for file in dist.files or ():
+        member = file.as_posix()
+        if member.startswith("..") or "__pycache__" in member or member.endswith((".pyc", "/RECORD", "/INSTALLER")):
+            continue
+        if member.endswith("/direct_url.json") or member.endswith("/REQUESTED"):
+            continue
+        if member.split("/")[0].endswith(".dist-info"):
+            dist_info = member.split("/")[0]
+        files[member] = Path(str(file.locate())).read_bytes()
+    record = "".join(f"{path},{_hash(data)},{len(data)}\n" for path, data in files.items())
+    files[f"{dist_info}/RECORD"] = (record + f"{dist_info}/RECORD,,\n").encode()
+    path = directory / f"{module}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member, data in files.items():
+            archive.writestr(member, data)
+    return path

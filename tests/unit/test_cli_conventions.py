@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import typer.main
+from packaging.version import Version
 
 import repoinstall
 from repoinstall._cli.app import _app_for, app
@@ -25,8 +27,25 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def test_version_is_the_packages() -> None:
+    """One release everywhere: pyproject.toml, the package (--version), the chart's appVersion and the latest
+    release of CHANGELOG.md, which keeps an [Unreleased] section above its dated releases, newest first."""
+    import yaml
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert repoinstall.__version__ == project["version"]
+    chart = yaml.safe_load((ROOT / "helm" / "repoinstall" / "Chart.yaml").read_text())
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    headings = re.findall(r"^## \[([^\]]+)\](?: - (\d{4}-\d{2}-\d{2}))?$", changelog, re.M)
+    assert headings[0] == ("Unreleased", ""), headings[:2]
+    releases = headings[1:]
+    assert releases and all(date for _, date in releases), releases
+    assert [Version(v) for v, _ in releases] == sorted((Version(v) for v, _ in releases), reverse=True), releases
+    assert [d for _, d in releases] == sorted((d for _, d in releases), reverse=True), releases
+    assert repoinstall.__version__ == project["version"] == str(chart["appVersion"]) == releases[0][0], (
+        repoinstall.__version__,
+        project["version"],
+        chart["appVersion"],
+        releases[0],
+    )
     for flag in ("--version", "-V"):
         done = _cli(flag)
         assert done.returncode == 0 and done.stdout.startswith(f"repoinstall {repoinstall.__version__} "), done

@@ -1,0 +1,191 @@
+"""The documentation: the site builds strict, the committed CLI reference is the code's, and every shell and Python
+block in docs/ and README.md is run here or marked as an illustration with a reason (docs/project/testing.md).
+
+The pages' run blocks run as a reader would type them, in a sandbox of their own: a temporary HOME and working
+directory, and an index on 127.0.0.1 (``PIP_INDEX_URL``) serving small fixture wheels beside wheels of this
+environment's own dependencies, so getting started installs repoinstall from a checkout into a fresh venv with
+nothing but that index."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from indexserver import IndexServer
+from wheels import make_wheel, wheels_of_installed
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+#: The one command that rewrites the CLI reference from the typer app.
+CLI_COMMAND = "python -m typer repoinstall._cli.app utils docs --name repoinstall --output docs/reference/cli.md"
+#: Blocks of these languages are examples a reader may run.
+RUNNABLE = {"sh", "bash", "shell", "console", "python", "py", "pycon"}
+MARK = re.compile(r"<!-- docs-test: (run|illustration: (?P<reason>.*\S.*)|covered by (?P<test>\S+)) -->")
+#: The pages whose run blocks this file runs; getting started first: it makes the venv the others use.
+RUN_PAGES = ["getting-started.md", "how-to/lock-files.md", "how-to/operating.md", "how-to/worker.md"]
+
+
+class Block(NamedTuple):
+    page: str
+    line: int
+    language: str
+    code: str
+    mark: str | None
+
+
+def _pages() -> list[Path]:
+    """The Markdown a reader reads; not the generated CLI reference, whose blocks are usage synopses."""
+    generated = DOCS / "reference" / "cli.md"
+    return [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if p != generated and "_build" not in p.parts)]
+
+
+def _name(page: Path) -> str:
+    return page.relative_to(DOCS).as_posix() if page.is_relative_to(DOCS) else page.name
+
+
+def blocks(page: Path) -> Iterator[Block]:
+    """Each fenced block of a Markdown page, with the docs-test mark on the line before it, if any."""
+    lines = page.read_text().splitlines()
+    index = 0
+    while index < len(lines):
+        opening = re.match(r"^(\s*)(`{3,}|~{3,})\s*([\w{}-]*)", lines[index])
+        if not opening:
+            index += 1
+            continue
+        fence, language = opening.group(2), opening.group(3)
+        end = next(i for i in range(index + 1, len(lines)) if lines[i].strip().startswith(fence))
+        before = next((lines[i] for i in range(index - 1, -1, -1) if lines[i].strip()), "")
+        mark = MARK.search(before)
+        code = "\n".join(line.removeprefix(opening.group(1)) for line in lines[index + 1 : end])
+        yield Block(_name(page), index + 1, language, code + "\n", mark.group(0) if mark else None)
+        index = end + 1
+
+
+def test_every_example_is_run_or_an_illustration() -> None:
+    wrong = []
+    for page in _pages():
+        for block in blocks(page):
+            if block.language not in RUNNABLE:
+                continue
+            where = f"{block.page}:{block.line}"
+            found = MARK.search(block.mark or "")
+            if found is None:
+                wrong.append(f"{where}: no <!-- docs-test: run|illustration: REASON|covered by TEST --> mark")
+            elif found.group(1) == "run" and block.page not in RUN_PAGES:
+                wrong.append(f"{where}: marked run, but {block.page} is not among the pages tests/test_docs.py runs")
+            elif found.group("test"):
+                test = ROOT / found.group("test")
+                named = re.findall(r"[\w/.-]+\.py\b", block.code)
+                if not test.is_file() or any(n not in test.read_text() for n in named):
+                    wrong.append(f"{where}: {found.group('test')} does not run what the block names ({named})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_site_builds_strict(tmp_path: Path) -> None:
+    """Warnings are errors (-W), references must resolve (-n): a broken link or anchor, a page outside the table of
+    contents, a docstring reference to nothing fails here."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html", DOCS, tmp_path / "html"],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert (tmp_path / "html" / "reference" / "api.html").is_file()
+    print(f"strict build: {time.monotonic() - started:.1f} s")
+
+
+def test_the_cli_reference_is_the_codes(tmp_path: Path) -> None:
+    generated = tmp_path / "cli.md"
+    command = [sys.executable, *CLI_COMMAND.split()[1:-1], str(generated)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    committed = (DOCS / "reference" / "cli.md").read_text()
+    assert generated.read_text() == committed, f"docs/reference/cli.md is not what the code says; run: {CLI_COMMAND}"
+
+
+# The examples, run.
+
+
+@pytest.fixture(scope="module")
+def docs_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexServer]:
+    """Fixture wheels for the examples, and this environment's own wheels of what installing repoinstall from a
+    checkout needs (its dependencies, its build backend, a pip that has ``pip lock``)."""
+    wheels = tmp_path_factory.mktemp("docs-wheels")
+    make_wheel(wheels, "six", "1.16.0")
+    make_wheel(wheels, "adaptor", "1.4", requires=("dep>=1.0",))
+    make_wheel(wheels, "dep", "1.0")
+    wheels_of_installed(wheels, "filelock", "packaging", "httpx", "typer", "rich", "hatchling", "pip")
+    server = IndexServer(wheels)
+    server.json = False  # the pip a new venv starts with (23) misreads PEP 714 metadata in JSON pages
+    server.start()
+    yield server
+    server.stop()
+
+
+def _script(page: str) -> str:
+    """The page's run blocks as one bash script: shell verbatim, Python through the venv's interpreter."""
+    parts = []
+    for block in blocks(DOCS / page):
+        if block.mark is None or "docs-test: run" not in block.mark:
+            continue
+        parts.append(f"echo '### {page}:{block.line}' >&2")
+        if block.language.startswith("py"):
+            parts.append(f"python - <<'PYTHON_BLOCK'\n{block.code}PYTHON_BLOCK")
+        else:
+            parts.append(block.code)
+    return "\n".join(parts)
+
+
+def _run(page: str, home: Path, cwd: Path, index: IndexServer, path: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "REPOINSTALL_", "VIRTUAL_ENV"))}
+    env.update(
+        HOME=str(home), PATH=path, PIP_INDEX_URL=index.simple, UV_INDEX_URL=index.simple, UV_NO_CONFIG="1",
+        PIP_CONFIG_FILE=os.devnull, NETRC=os.devnull,
+        PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=str(home / ".cache"),
+    )  # fmt: skip
+    env.pop("XDG_DATA_HOME", None)
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", _script(page)], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory, docs_index: IndexServer) -> Path:
+    """Getting started, run from a checkout into a fresh venv: the venv's bin directory, for the other pages."""
+    home = tmp_path_factory.mktemp("home")
+    checkout = tmp_path_factory.mktemp("checkout")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, checkout / name)
+    shutil.copytree(ROOT / "repoinstall", checkout / "repoinstall", ignore=shutil.ignore_patterns("__pycache__"))
+    python = Path(shutil.which("python3") or sys.executable).resolve().parent
+    done = _run("getting-started.md", home, checkout, docs_index, f"{python}{os.pathsep}/usr/bin:/bin")
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "present    six==1.16.0" in done.stdout, done.stdout
+    assert f"{home}/.local/share/repoinstall/repo/trees/" in done.stdout, done.stdout
+    bin_dir = home / ".venvs" / "repoinstall" / "bin"
+    assert (bin_dir / "repoinstall").is_file()
+    return bin_dir
+
+
+def test_getting_started_from_a_fresh_venv(started: Path) -> None:
+    installed = subprocess.run([started / "python", "-m", "pip", "list"], capture_output=True, text=True, check=True)
+    assert re.search(r"^repoinstall\s", installed.stdout, re.M), installed.stdout
+
+
+@pytest.mark.parametrize("page", RUN_PAGES[1:])
+def test_a_page_runs(page: str, started: Path, docs_index: IndexServer, tmp_path: Path) -> None:
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    cwd.mkdir()
+    tools = Path(sys.executable).parent  # uv, for the lock-files page
+    done = _run(page, home, cwd, docs_index, os.pathsep.join([str(started), str(tools), "/usr/bin", "/bin"]))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
