@@ -28,7 +28,7 @@ SPOKEN = frozenset({1})
 
 
 def _statement() -> bytes:
-    from .. import __version__
+    from .._version import __version__
 
     text = json.dumps({"format": FORMAT, "locks": PROTOCOL, "written_by": f"repoinstall {__version__}"})
     return (text + "\n").encode()
