@@ -723,7 +723,7 @@ def _internal_error(error: Exception, *, verbose: bool) -> NoReturn:
     """A bug or an unforeseen failure: one line naming it, exit 1; credentials in URLs are redacted."""
     import traceback
 
-    from .._urls import redact_all as hide
+    from .._redact import redact_all as hide
 
     if verbose:
         typer.echo(hide("".join(traceback.format_exception(error))).rstrip(), err=True)

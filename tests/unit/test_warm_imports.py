@@ -25,6 +25,7 @@ WARM = {
     "repoinstall._errors",
     "repoinstall._log",
     "repoinstall._options",
+    "repoinstall._redact",
     "repoinstall._repo",
     "repoinstall._requirements",
     "repoinstall._results",
