@@ -7,11 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-#: The release (CHANGELOG.md's latest); pyproject.toml's ``version`` and the chart's ``appVersion`` say the same (a
-#: test checks). A literal: reading the
-#: distribution's metadata would cost the warm path an importlib.metadata import.
-__version__ = "0.4.0"
-
 from ._errors import (
     ActivationConflict,
     InstallError,
@@ -29,6 +24,7 @@ from ._errors import (
 from ._options import InstallOptions, LockSettings
 from ._repo import Repo
 from ._results import EnsureResult, Event
+from ._version import __version__
 
 if TYPE_CHECKING:
     from ._dstore.usage import StoreUsage

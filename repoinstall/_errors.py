@@ -6,11 +6,20 @@ import contextlib
 import errno
 from collections.abc import Iterator
 
+from ._redact import redact_all
+
 
 class RepoinstallError(Exception):
-    """Base of every error repoinstall raises on purpose; ``exit_code`` is what the CLI exits with."""
+    """Base of every error repoinstall raises on purpose; ``exit_code`` is what the CLI exits with.
+
+    Its message never holds a URL's credentials: whatever text it is made from (an installer's output, a line of
+    a lock file, a spec), a password or token in it is hidden (see :mod:`repoinstall._redact`), so neither the
+    one-line error, the ``--json`` document nor an API caller's ``str(error)`` can show one."""
 
     exit_code: int = 1
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_all(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class InvalidInput(RepoinstallError):

@@ -31,10 +31,13 @@ def logger() -> logging.Logger:
     import logging
 
     log = logging.getLogger("repoinstall")
+    if _redacting not in log.filters:
+        log.addFilter(_redacting)
     if _cli_settings is not None and not log.handlers:
         quiet, verbose, make_handler = _cli_settings
         handler = make_handler()
         handler.setFormatter(logging.Formatter("repoinstall: %(message)s"))
+        handler.addFilter(_redacting)  # also what the package's child loggers (repoinstall.celery) send here
         log.addHandler(handler)
         # As pip: -q warnings, -qq errors only; -v (or more) everything, the installer's command and output too.
         log.setLevel(
@@ -42,3 +45,19 @@ def logger() -> logging.Logger:
         )
         log.propagate = False
     return log
+
+
+def _redacting(record: logging.LogRecord) -> bool:
+    """Every record the package logs, with the credentials of any URL in it hidden: its message and arguments (an
+    installer's output, a URL, an exception) and its traceback."""
+    import logging
+
+    from ._redact import redact_all
+
+    message = record.getMessage()
+    hidden = redact_all(message)
+    if hidden != message:
+        record.msg, record.args = hidden, None
+    if record.exc_info and not record.exc_text:
+        record.exc_text = redact_all(logging.Formatter().formatException(record.exc_info))
+    return True

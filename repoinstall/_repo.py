@@ -22,7 +22,7 @@ from ._errors import (
     ResolutionError,
     os_errors,
 )
-from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, STALE_AFTER, WAIT_TIMEOUT, LockSettings
+from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, STALE_AFTER, WAIT_TIMEOUT, InstallOptions, LockSettings
 from ._requirements import Requested, parse_spec
 from ._results import Action, EnsureResult, Event
 from ._store.check import in_use
@@ -246,11 +246,11 @@ class Repo:
         environment, each from the artifact it names, every hash checked, nothing resolved; it is keyed by that
         set of (name, version, hash), so files with the same content here share it. Anything else (a requirements
         file not fully hashed, a malformed lock): :class:`RequirementsFileError` saying why (exit 2)."""
-        return self.ensure(_lock_request(path))
+        return self.ensure(_lock_request(path, self._install_options))
 
     async def aensure_lock(self, path: str) -> EnsureResult:
         """:meth:`ensure_lock` for asyncio (the file is read on the loop: small, and cached while unchanged)."""
-        return await self.aensure(_lock_request(path))
+        return await self.aensure(_lock_request(path, self._install_options))
 
     async def aensure(self, requested: Requested | str) -> EnsureResult:
         """:meth:`ensure` for asyncio. The lock-free check runs on the loop (a few small opens); resolution
@@ -648,10 +648,10 @@ class Repo:
         return self._layout.retrying(usage, self._layout)
 
 
-def _lock_request(path: str) -> Requested:
+def _lock_request(path: str, install: InstallOptions | None) -> Requested:
     from ._install.locked import read
 
-    found = read(path, require_hashes=True)
+    found = read(path, require_hashes=True, install=install or InstallOptions())
     assert not isinstance(found, list)  # with require_hashes: a lock, or an error saying why not
     return found
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from ._errors import InvalidRequirement, RequirementsFileError
+from ._redact import redact_all
 from ._store.identity import MAX_NAME_AND_LEAF, TreeId, canonical_name
 
 if TYPE_CHECKING:
@@ -86,7 +87,8 @@ def parse_spec(spec: str, source: str = "command line", hashes: Iterable[str] = 
 
 @functools.lru_cache(maxsize=4096)
 def _parse_spec(spec: str, source: str, hashes: tuple[str, ...]) -> Requested:
-    shown = spec if len(spec) <= 80 else spec[:77] + "..."
+    shown = redact_all(spec)  # before it is cut: a cut URL could keep a password and lose its "@"
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
     where = f"{shown!r} ({source})"
     if not spec.strip():
         raise InvalidRequirement(f"empty requirement ({source})")

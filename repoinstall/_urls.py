@@ -10,28 +10,6 @@ from ._errors import InvalidInput
 _SCHEMES = ("http", "https", "file")
 
 
-def redact(url: str) -> str:
-    """``https://user:secret@host/x`` -> ``https://user:****@host/x``; a lone token becomes ``****``."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user, has_password, _ = userinfo.partition(":")
-    shown = f"{user}:****" if has_password else "****"
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{shown}@{host}"))
-
-
-def redact_all(text: str) -> str:
-    """Credentials of every URL in free text (an exception's message, a traceback) hidden as :func:`redact` does."""
-    import re
-
-    def hidden(match: re.Match[str]) -> str:
-        user, has_password, _ = match[1].partition(":")
-        return f"://{user}:****@" if has_password else "://****@"
-
-    return re.sub(r"://([^/@\s]+)@", hidden, text)
-
-
 def without_credentials(url: str) -> str:
     """The URL as a record keeps it: no userinfo (user, password or token) and no fragment."""
     try:
@@ -74,6 +52,8 @@ def check(url: str, what: str) -> None:
         shown = url if "@" not in url else f"{scheme}{sep}****@{url.rsplit('@', 1)[1]}"
         raise InvalidInput(f"{what} {shown}: not an http, https or file URL")
     shown = f"{scheme}://****@{rest.rsplit('@', 1)[1]}" if "@" in rest else url
+    if any(char.isspace() or ord(char) < 32 or ord(char) == 127 for char in url):
+        raise InvalidInput(f"{what} {shown!r}: holds white space or a control character (percent-encode it)")
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 (reading it validates it)

@@ -83,14 +83,17 @@ class Packages(NamedTuple):
             install,
         )
 
-    def requests(self) -> list[Requested]:
-        """What was asked, in order: the specs, then each file's requirements (a lock file: its one tree)."""
+    def requests(self, *, installing: bool = True) -> list[Requested]:
+        """What was asked, in order: the specs, then each file's requirements (a lock file: its one tree).
+        ``installing``: read where it installs, so a lock's local artifacts are checked (see
+        :func:`repoinstall._install.locked.read`); not on a driver, which may not see the worker's files."""
         from ._install.locked import read
         from ._requirements import parse_spec
 
+        install = (self.install or InstallOptions()) if installing else None
         wanted = [parse_spec(spec, source="api") for spec in self.specs]
         for path in self.files:
-            found = read(path)
+            found = read(path, install=install)
             wanted.extend(found if isinstance(found, list) else [found])
         return wanted
 
@@ -118,7 +121,7 @@ class Packages(NamedTuple):
             # checked where it is read.
             named = [install.index_url] if install.index_url else []
             check_sources(() if install.no_index else [*named, *install.extra_index_urls], install.find_links)
-        self.requests()
+        self.requests(installing=False)
 
     def ensure(self, on_event: Callable[[Event], None] | None = None) -> list[str]:
         """On a worker: make every tree exist (installed at most once cluster-wide) and return their paths in

@@ -369,7 +369,7 @@ def test_a_bug_is_one_line_with_credentials_hidden_and_its_traceback_only_with_v
     done = planted_run("gc")
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines() == [
-        "repoinstall: error: internal error: RuntimeError: asked http://deploy:****@127.0.0.1/simple and failed"
+        "repoinstall: error: internal error: RuntimeError: asked http://****@127.0.0.1/simple and failed"
         " (run with -v for details)"
     ], done.stderr
     done = planted_run("gc", "-v")

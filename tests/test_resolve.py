@@ -192,7 +192,7 @@ def test_index_down_is_one_clear_error_with_credentials_redacted(repo: Path) -> 
     url = f"http://deploy:{SECRET}@127.0.0.1:{free_port()}/simple"
     code, doc, err = ensure(repo, url, "demo-pkg", "-v", env=isolated_env(PIP_RETRIES="1"))
     assert code == 1
-    assert f"index http://deploy:****@127.0.0.1:{url.rsplit(':', 1)[1]}" in err
+    assert f"index http://****@127.0.0.1:{url.rsplit(':', 1)[1]}" in err
     assert "(demo-pkg): cannot connect (2 attempts)" in err
     assert SECRET not in err and SECRET not in json.dumps(doc)
     assert doc["errors"][0]["exit_code"] == 1
@@ -373,17 +373,24 @@ def test_credentials_from_url_and_netrc_never_shown(tmp_path: Path, private_pypi
     assert code == 1 and "HTTP 401 for demo-pkg: credentials missing or refused" in err, err
     wrong = private_pypi.simple.replace("http://", "http://deploy:wrong-one@")
     code, _, err = ensure(tmp_path / "c", wrong, "demo-pkg")
-    assert code == 1 and "http://deploy:****@127.0.0.1" in err and "wrong-one" not in err, err
+    assert code == 1 and "http://****@127.0.0.1" in err and "wrong-one" not in err, err
 
 
 def test_redaction() -> None:
-    from repoinstall._urls import redact, redact_all
+    from repoinstall._redact import redact, redact_all
 
-    assert redact("https://u:p@h:1/s") == "https://u:****@h:1/s"
+    assert redact("https://u:p@h:1/s") == "https://****@h:1/s"
     assert redact("https://token@h/s") == "https://****@h/s"
     assert redact("https://h/s") == "https://h/s"
     text = "asked https://u:p@h:1/s, https://token@h/s and https://h/s"
-    assert redact_all(text) == "asked https://u:****@h:1/s, https://****@h/s and https://h/s"
+    assert redact_all(text) == "asked https://****@h:1/s, https://****@h/s and https://h/s"
+    # A token as the user (alone, or with an empty password, or as pip shows it), a user holding an unencoded "@",
+    # an encoded one, a URL shown twice on a line, and a hidden URL hidden again.
+    for shown in ("TOKEN", "TOKEN:", "TOKEN:****", "me@corp:pw", "me%40corp:pw", "u:p@x"):
+        assert redact_all(f"Collecting a @ https://{shown}@h/a.whl from https://{shown}@h/a.whl") == (
+            "Collecting a @ https://****@h/a.whl from https://****@h/a.whl"
+        )
+    assert redact_all("https://****@h/s") == "https://****@h/s"
 
 
 # ---- one request per package per cache period -------------------------------------------------------------

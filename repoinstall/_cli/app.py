@@ -22,6 +22,7 @@ from .options import ENSURING, INSTALLING, LOCKING, OUTPUT, Options, repo_path, 
 if TYPE_CHECKING:
     import logging
 
+    from .._options import InstallOptions
     from .._requirements import Requested
     from .._store.manifest import TreeEntry
 
@@ -111,7 +112,9 @@ def _ensure_cli(
         _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
     try:
         # Files that list nothing (comments only) are fine: an init container for an empty list is a no-op.
-        wanted = _collect(specs or [], requirement or [], require_hashes=opts.require_hashes)
+        wanted = _collect(
+            specs or [], requirement or [], require_hashes=opts.require_hashes, install=opts.install_options()
+        )
     except RepoinstallError as error:
         _fail(error)
     progress = None
@@ -139,9 +142,12 @@ def _ensure_cli(
     return wanted, store.path, store.env, outcomes
 
 
-def _collect(specs: list[str], files: list[str], *, require_hashes: bool) -> "list[Requested]":
+def _collect(
+    specs: list[str], files: list[str], *, require_hashes: bool, install: "InstallOptions | None" = None
+) -> "list[Requested]":
     """The specs, then each file's requirements, in order; a lock file (a pylock.toml, or every line pinned and
-    hashed) is one request, for its one tree."""
+    hashed) is one request, for its one tree. ``install``: what they are read to be installed with (``None``: only
+    to name trees)."""
     from .._requirements import parse_spec
 
     wanted = [parse_spec(spec) for spec in specs]
@@ -155,7 +161,7 @@ def _collect(specs: list[str], files: list[str], *, require_hashes: bool) -> "li
     from .._install.locked import read
 
     for path in files:
-        found = read(path, require_hashes=require_hashes)
+        found = read(path, require_hashes=require_hashes, install=install)
         wanted.extend(found if isinstance(found, list) else [found])
     return wanted
 
@@ -723,7 +729,7 @@ def _internal_error(error: Exception, *, verbose: bool) -> NoReturn:
     """A bug or an unforeseen failure: one line naming it, exit 1; credentials in URLs are redacted."""
     import traceback
 
-    from .._urls import redact_all as hide
+    from .._redact import redact_all as hide
 
     if verbose:
         typer.echo(hide("".join(traceback.format_exception(error))).rstrip(), err=True)

@@ -19,10 +19,10 @@ from packaging.version import InvalidVersion, Version
 
 from .. import _log
 from .._errors import RequirementsFileError, ResolutionError
+from .._redact import redact
 from .._requirements import choose
 from .._store.identity import canonical_name
 from .._textfile import read_text
-from .._urls import redact
 from . import http as _http
 from .http import Plan
 from .sources import find_links_listing, index_listing

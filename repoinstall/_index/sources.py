@@ -8,7 +8,8 @@ import urllib.request
 from typing import NamedTuple
 
 from .._errors import ResolutionError
-from .._urls import redact, split_credentials
+from .._redact import redact
+from .._urls import split_credentials
 from . import http as _http
 from .cache import IndexCache, key_for
 from .http import Plan

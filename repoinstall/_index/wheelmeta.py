@@ -15,7 +15,7 @@ import urllib.request
 import zipfile
 from email.parser import BytesHeaderParser
 
-from .._urls import redact
+from .._redact import redact
 from . import http as _http
 from .http import Plan
 from .simple import Link

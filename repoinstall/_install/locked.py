@@ -31,8 +31,10 @@ from .._store.metadata import dist_info_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from pathlib import Path
 
     from .._lockfile.model import Lock, LockedPackage
+    from .._options import InstallOptions
     from .._store.closures import Closure
     from .._store.dists import Dist
     from .._store.layout import Layout
@@ -43,14 +45,21 @@ _VERSION = Version("1")
 LOCK_JSON = "lock.json"
 
 
-def read(path: str, *, require_hashes: bool = False) -> Requested | list[Requested]:
+def read(
+    path: str, *, require_hashes: bool = False, install: InstallOptions | None = None
+) -> Requested | list[Requested]:
     """A requirements file (``-r``) as asked: a lock file's tree, when it is a PEP 751 lock or every line of it is
     pinned and hashed, else its requirements one by one. Mixed hashed and unhashed lines, or anything not fully
-    hashed with ``require_hashes``: :class:`RequirementsFileError` with pip's reason (exit 2)."""
+    hashed with ``require_hashes``: :class:`RequirementsFileError` with pip's reason (exit 2).
+
+    ``install``: the lock is read to be installed with these options, so each local artifact it names must be a
+    regular file below the lock file's directory or a local find-links directory of theirs (see
+    :mod:`repoinstall._lockfile.local`); ``None``: read only to name its tree (``path``, ``remove``, ``export``),
+    which reads no artifact."""
     from .._lockfile.read import is_lock_file, read_lock
 
     if is_lock_file(path):
-        return request(read_lock(path))
+        return request(read_lock(path, roots=None if install is None else _find_links_roots(install)))
     from .._lockfile.hashed import hash_mode, lock_from_requirements
     from .._requirements import read_requirements_file
 
@@ -58,6 +67,18 @@ def read(path: str, *, require_hashes: bool = False) -> Requested | list[Request
     if hash_mode(found, require_hashes=require_hashes):
         return request(lock_from_requirements(found, path))
     return found
+
+
+def _find_links_roots(install: InstallOptions) -> Callable[[], Sequence[Path]]:
+    """The local find-links directories ``install`` (with pip's configuration) names, read when first asked."""
+
+    def roots() -> Sequence[Path]:
+        from .._lockfile.local import find_links_roots
+        from .._pipconfig import index_config
+
+        return find_links_roots(index_config(install).find_links)
+
+    return roots
 
 
 def request(lock: Lock) -> Requested:

@@ -91,7 +91,8 @@ def _uv_lines(scratch: str) -> list[str] | None:
     from .locked import _line
 
     try:
-        lock = read_lock(os.path.join(scratch, LOCK))
+        # uv's own lock of the operator's sources (its file: URLs are in their find-links): not an input to police.
+        lock = read_lock(os.path.join(scratch, LOCK), roots=None)
     except RepoinstallError:
         return None
     if any(not package.hashes for package in lock.packages):

@@ -15,15 +15,17 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import PurePosixPath
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 from .._errors import RequirementsFileError
 from .._store.identity import canonical_name
 from . import environment as env
+from . import local
 from .environment import Environment
 from .filenames import sdist_name, wheel_name
+from .local import Roots, no_roots
 from .model import LockedPackage
 
 #: The lock-version majors read here. A newer minor of a known major must be read (PEP 751: "tools ... SHOULD
@@ -31,6 +33,14 @@ from .model import LockedPackage
 SUPPORTED_MAJOR = 1
 _LOCK_VERSION = re.compile(r"^(\d+)\.(\d+)$")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+class _Place(NamedTuple):
+    """Where the lock's local artifacts may be: below its own directory, or below one of the roots."""
+
+    directory: Path
+    #: ``None``: the lock only names a tree (see :func:`repoinstall._lockfile.read.read_lock`).
+    roots: Roots | None
 
 
 class _Malformed(Exception):
@@ -47,11 +57,13 @@ def select(
     *,
     extras: frozenset[str] = frozenset(),
     groups: frozenset[str] | None = None,
+    roots: Roots | None = no_roots,
 ) -> tuple[LockedPackage, ...]:
     """The packages ``document`` (a parsed ``pylock.toml`` read from ``source``) installs in ``environment``,
-    sorted by name. ``groups`` ``None``: the lock's ``default-groups``."""
+    sorted by name. ``groups`` ``None``: the lock's ``default-groups``. A local artifact must be a regular file
+    below the lock file's directory or one of ``roots()`` (see :mod:`.local`); ``roots`` ``None``: not looked at."""
     try:
-        return _select(source, document, environment, extras, groups)
+        return _select(source, document, environment, extras, groups, roots)
     except _Malformed as error:
         raise RequirementsFileError(f"{source}: {error}") from None
 
@@ -62,6 +74,7 @@ def _select(
     environment: Environment,
     extras: frozenset[str],
     groups: frozenset[str] | None,
+    roots: Roots | None,
 ) -> tuple[LockedPackage, ...]:
     _check_lock_version(document)
     if not _optional(document, "created-by", str):  # required by PEP 751; nothing here uses it
@@ -80,7 +93,7 @@ def _select(
     packages = document.get("packages")
     if not isinstance(packages, list):
         raise _Malformed("packages", "missing" if packages is None else "not an array of tables")
-    base = os.path.dirname(os.path.abspath(source))
+    base = Path(os.path.abspath(source)).parent
     selected: dict[str, int] = {}
     found: list[LockedPackage] = []
     for index, package in enumerate(packages):
@@ -101,7 +114,7 @@ def _select(
         if name in selected:
             raise _Malformed(where, f"selected twice for this environment, also at packages[{selected[name]}]")
         selected[name] = index
-        found.append(_artifact(package, name, key, where, base, environment))
+        found.append(_artifact(package, name, key, where, _Place(base, roots), environment))
     return tuple(sorted(found, key=lambda p: p.name))
 
 
@@ -134,7 +147,7 @@ def _chosen(
 
 
 def _artifact(
-    package: Mapping[str, Any], name: str, key: str, where: str, base: str, environment: Environment
+    package: Mapping[str, Any], name: str, key: str, where: str, place: _Place, environment: Environment
 ) -> LockedPackage:
     """The one artifact of a selected package this environment installs."""
     version_text = _optional(package, "version", str, key)
@@ -163,7 +176,7 @@ def _artifact(
         table = _table(package, "archive", key)
         if table.get("subdirectory") is not None:  # a project inside the archive: nothing here can say which
             raise _Malformed(f"{key}.archive.subdirectory", "archives with a subdirectory are not supported")
-        filename, url, digest = _file(table, f"{key}.archive", base)
+        filename, url, digest = _file(table, f"{key}.archive", place)
         if version is None:
             parsed = wheel_name(filename)
             named = (parsed.name, parsed.version) if parsed is not None else sdist_name(filename)
@@ -176,13 +189,13 @@ def _artifact(
             raise _Malformed(f"{key}.wheels", "not an array of tables")
         best = _best_wheel(wheels, name, version, key, environment)
         if best is not None:
-            filename, url, digest = _file(wheels[best], f"{key}.wheels[{best}]", base)
+            filename, url, digest = _file(wheels[best], f"{key}.wheels[{best}]", place)
             parsed = wheel_name(filename)
             assert parsed is not None  # _best_wheel parsed it
             return LockedPackage(name, str(parsed.version), filename, url, (f"sha256:{digest}",), index)
     if "sdist" in package:
         table = _table(package, "sdist", key)
-        filename, url, digest = _file(table, f"{key}.sdist", base)
+        filename, url, digest = _file(table, f"{key}.sdist", place)
         named = sdist_name(filename)
         if named is None:
             raise _Malformed(f"{key}.sdist", f"{filename!r} is not an sdist file name (name-version.tar.gz or .zip)")
@@ -232,6 +245,11 @@ def _filename(table: Mapping[str, Any], key: str) -> str:
     if name is None and path:
         name = path.replace("\\", "/").rsplit("/", 1)[-1]
     elif name is None:  # the URL path's last part (urlsplit costs more than the rest of the wheel's checks)
+        if "@" in url:  # a password's "/", "?" or "#" would end the path early: refused, hidden, before any name
+            try:
+                local.readable(url)
+            except ValueError as error:
+                raise _Malformed(f"{key}.url", str(error)) from None
         last = url.partition("#")[0].partition("?")[0].rsplit("/", 1)[-1]
         name = unquote(last) if "%" in last else last
     if not name or "/" in name or "\\" in name or name in (".", ".."):
@@ -239,16 +257,18 @@ def _filename(table: Mapping[str, Any], key: str) -> str:
     return str(name)
 
 
-def _file(table: Mapping[str, Any], key: str, base: str) -> tuple[str, str, str]:
+def _file(table: Mapping[str, Any], key: str, place: _Place) -> tuple[str, str, str]:
     """(file name, URL, sha256 hex) of a chosen artifact. A ``path`` wins over a ``url`` (as pip does) and becomes
-    an absolute ``file://`` URL, relative to the lock file's directory."""
+    an absolute ``file://`` URL, relative to the lock file's directory. What it may name: see :mod:`.local`."""
     filename = _filename(table, key)
     path = _optional(table, "path", str, key)
-    if path:
-        local = path if os.path.isabs(path) else os.path.join(base, *PurePosixPath(path.replace("\\", "/")).parts)
-        url = PurePosixPath(os.path.normpath(local)).as_uri()
-    else:
-        url = str(_optional(table, "url", str, key))
+    try:
+        if path:
+            url = local.from_path(path, place.directory, place.roots)
+        else:
+            url = local.from_url(str(_optional(table, "url", str, key)), place.directory, place.roots)
+    except ValueError as error:
+        raise _Malformed(f"{key}.path" if path else f"{key}.url", str(error)) from None
     hashes = table.get("hashes")
     if not isinstance(hashes, dict) or not all(isinstance(v, str) for v in hashes.values()):
         raise _Malformed(f"{key}.hashes", "missing" if hashes is None else "not a table of algorithm = hex digest")

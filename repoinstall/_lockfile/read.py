@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from .._errors import RequirementsFileError
 from .._store.identity import canonical_name
 from .environment import THIS, Environment
+from .local import Roots, no_roots
 from .model import PYLOCK, Lock, LockedPackage
 
 #: PEP 751's file names: ``pylock.toml`` and ``pylock.<name>.toml``.
@@ -52,12 +53,18 @@ def read_lock(
     environment: Environment | None = None,
     extras: Iterable[str] = (),
     groups: Iterable[str] | None = None,
+    roots: Roots | None = no_roots,
 ) -> Lock:
     """What the lock file at ``path`` installs in ``environment`` (this interpreter by default): a ``pylock.toml``
     (see :func:`is_lock_file`) or a requirements file whose every line that applies here is pinned and hashed.
 
     ``extras`` and ``groups`` are the PEP 751 selection for a pylock (default: no extras, the lock's
-    ``default-groups``). Any problem is one :class:`RequirementsFileError` line (exit 2) naming the file."""
+    ``default-groups``). A local artifact must be a regular file below the lock file's directory or one of
+    ``roots()``, the run's local find-links directories (see :mod:`.local`); ``roots`` ``None``: the lock is read
+    only to name its tree, and its local artifacts are not looked at. Any problem is one
+    :class:`RequirementsFileError` line (exit 2) naming the file.
+
+    A lock naming local artifacts is not remembered: each read checks them again, as they may have changed."""
     environment = environment or THIS
     extras_set = frozenset(canonical_name(e) for e in extras)
     groups_set = None if groups is None else frozenset(groups)
@@ -78,8 +85,8 @@ def read_lock(
         from .hashed import lock_from_requirements
 
         return lock_from_requirements(read_requirements_file(path), path, environment=environment)
-    lock = Lock(path, PYLOCK, _pylock(path, text, environment, extras_set, groups_set))
-    if signature is not None:
+    lock = Lock(path, PYLOCK, _pylock(path, text, environment, extras_set, groups_set, roots))
+    if signature is not None and not any(p.url and p.url.startswith("file:") for p in lock.packages):
         if len(_cache) >= _CACHE_SIZE:
             del _cache[next(iter(_cache))]
         _cache[key] = (signature, lock)
@@ -92,7 +99,12 @@ def forget() -> None:
 
 
 def _pylock(
-    path: str, text: str, environment: Environment, extras: frozenset[str], groups: frozenset[str] | None
+    path: str,
+    text: str,
+    environment: Environment,
+    extras: frozenset[str],
+    groups: frozenset[str] | None,
+    roots: Roots | None,
 ) -> tuple[LockedPackage, ...]:
     import tomllib
 
@@ -102,4 +114,4 @@ def _pylock(
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise RequirementsFileError(f"{path}: not a valid TOML lock file: {error}") from None
-    return select(path, document, environment, extras=extras, groups=groups)
+    return select(path, document, environment, extras=extras, groups=groups, roots=roots)

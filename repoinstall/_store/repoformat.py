@@ -27,13 +27,9 @@ SPOKEN = frozenset({1})
 
 
 def _statement() -> bytes:
-    from importlib import metadata
+    from .._version import __version__
 
-    try:
-        release = metadata.version("repoinstall")  # as installed: the package's own __version__ says the same
-    except metadata.PackageNotFoundError:
-        release = "(not installed)"
-    text = json.dumps({"format": FORMAT, "locks": PROTOCOL, "written_by": f"repoinstall {release}"})
+    text = json.dumps({"format": FORMAT, "locks": PROTOCOL, "written_by": f"repoinstall {__version__}"})
     return (text + "\n").encode()
 
 

@@ -97,6 +97,8 @@ def test_the_best_wheel_for_the_interpreter_is_chosen_and_paths_become_file_urls
         "2.0",
         f'wheels = [{{ path = "wheels/local-2.0-py3-none-any.whl", hashes = {{ sha256 = "{A.upper()}" }} }}]',
     )
+    (tmp_path / "sub" / "wheels").mkdir()
+    (tmp_path / "sub" / "wheels" / "local-2.0-py3-none-any.whl").write_bytes(b"a wheel")  # a path names a file
     lock = read_lock(_write(tmp_path / "sub", text), environment=LINUX312)
     assert lock.kind == "pylock" and lock.source == str(tmp_path / "sub" / "pylock.toml")
     assert lock.packages == (
@@ -104,7 +106,7 @@ def test_the_best_wheel_for_the_interpreter_is_chosen_and_paths_become_file_urls
             "local",
             "2.0",
             "local-2.0-py3-none-any.whl",
-            (tmp_path / "sub/wheels/local-2.0-py3-none-any.whl").as_uri(),
+            (tmp_path / "sub/wheels/local-2.0-py3-none-any.whl").resolve().as_uri(),
             (f"sha256:{A}",),
             None,
         ),

@@ -25,6 +25,7 @@ WARM = {
     "repoinstall._errors",
     "repoinstall._log",
     "repoinstall._options",
+    "repoinstall._redact",
     "repoinstall._repo",
     "repoinstall._requirements",
     "repoinstall._results",
@@ -36,6 +37,9 @@ WARM = {
     "repoinstall._store.layout",
     "repoinstall._store.manifest",
     "repoinstall._store.metadata",
+    "repoinstall._store.lockformat",
+    "repoinstall._store.repoformat",
+    "repoinstall._version",
 }
 #: Besides typer's own imports (and click's, which it loads as it parses): records are JSON, versions PEP 440,
 #: our modules' ``from __future__ import annotations``, and the built-in gc (main() freezes what was loaded).

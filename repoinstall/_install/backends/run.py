@@ -120,7 +120,7 @@ def run(
     import shlex
 
     from ... import _log
-    from ..._urls import redact_all
+    from ..._redact import redact_all
 
     _stop.check()
     # The line that says an install started, once nothing but the installer itself can fail it.
@@ -151,8 +151,9 @@ def run(
         _stop.ended(proc)
     if proc.returncode < 0 and _stop.stopped():
         raise Interrupted(f"{what}: {installer} was stopped (SIGTERM or Ctrl-C)")
-    output = output_bytes.decode("utf-8", "replace")
-    _log.logger().debug("%s: %s said:\n%s", what, installer, redact_all(output.rstrip()))
+    # Hidden once, here: the log, the error's tail, the hash mismatch and the missing artifact all quote it.
+    output = redact_all(output_bytes.decode("utf-8", "replace"))
+    _log.logger().debug("%s: %s said:\n%s", what, installer, output.rstrip())
     if proc.returncode != 0:
         if (mismatch := hash_mismatch(output)) is not None:
             raise InstallError(f"{what}: {mismatch}")  # one line: which artifact, and both hashes

@@ -1,0 +1,32 @@
+"""Credentials hidden from what is shown: a URL's userinfo, in one URL or anywhere in free text.
+
+A leaf (it imports nothing of the package), so every message, log line and exception can go through it: the
+base exception (:class:`repoinstall._errors.RepoinstallError`) and the package logger (:mod:`repoinstall._log`)
+do, whatever path a URL or an installer's output took to reach them.
+
+What is hidden: the whole userinfo, user and password alike (``https://deploy:secret@host`` ->
+``https://****@host``). A user can be the secret (``https://TOKEN@host``, ``https://TOKEN:@host``), and once an
+installer has shown ``TOKEN:****`` nothing tells that user from a name.
+"""
+
+from __future__ import annotations
+
+HIDDEN = "****"
+#: ``://`` then the authority's userinfo: everything up to the last ``@`` before the first ``/`` or white space
+#: (a user holding an unencoded ``@`` is hidden whole).
+_USERINFO = r"://[^/\s]*@"
+
+
+def redact(url: str) -> str:
+    """``https://user:secret@host/x`` -> ``https://****@host/x``."""
+    return redact_all(url)
+
+
+def redact_all(text: str) -> str:
+    """Credentials of every URL in free text (an exception's message, an installer's output, a traceback)
+    hidden as :func:`redact` hides them."""
+    if "@" not in text:
+        return text
+    import re
+
+    return re.sub(_USERINFO, f"://{HIDDEN}@", text)
