@@ -28,9 +28,15 @@ SPOKEN = frozenset({1})
 
 
 def _statement() -> bytes:
-    from .. import __version__
+    # The installed release's version, from its metadata: importing the package's __init__ from here would tie
+    # the store's layer to the public API's in an import cycle.
+    from importlib.metadata import PackageNotFoundError, version
 
-    text = json.dumps({"format": FORMAT, "locks": PROTOCOL, "written_by": f"repoinstall {__version__}"})
+    try:
+        release = version("repoinstall")
+    except PackageNotFoundError:
+        release = "unknown"
+    text = json.dumps({"format": FORMAT, "locks": PROTOCOL, "written_by": f"repoinstall {release}"})
     return (text + "\n").encode()
 
 
