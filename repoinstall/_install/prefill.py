@@ -199,7 +199,7 @@ def _whole(
         stored = []
         for dist, _, dist_info in planned:
             if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
-                publish(layout, dist, made[dist_info])
+                publish(layout, dist, made[dist_info], options.python)
                 stored.append(dist)
         resolved = sorted((dist, line) for dist, line, _ in planned)
         found_closures = _closures_of(layout, options, trees, resolved, versions)

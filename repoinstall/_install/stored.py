@@ -70,7 +70,7 @@ def fill(
         pin = tid.pin
     built = install(options, staging.target, requested, pin, staging.tmp, str(tid))
     # Its distributions into the store, each once per repo; the tree composed of them.
-    return built, store_installed(layout, tid, staging.target, staging.tmp, built) or 0
+    return built, store_installed(layout, tid, staging.target, staging.tmp, built, options.python) or 0
 
 
 def plan(env: str, lines: Sequence[str]) -> list[tuple[DistId, str]] | None:
@@ -121,7 +121,9 @@ def build(
     return built._replace(artifacts=every), len(installed)
 
 
-def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, built: Built) -> int | None:
+def store_installed(
+    layout: Layout, tid: TreeId, target: str, scratch: str, built: Built, python: str | None = None
+) -> int | None:
     """After an installer resolved and installed a whole tree into ``target``: move its distributions into the
     store (each checked, read-only, published by rename; one already stored is used as it is and the fresh copy
     dropped) and compose ``target`` again from the store, by hard links; how many it stored. ``None`` (the tree stays
@@ -144,7 +146,7 @@ def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, buil
     stored = 0
     for dist, dist_info in planned:
         if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
-            publish(layout, dist, made[dist_info])
+            publish(layout, dist, made[dist_info], python)
             stored += 1
     os.rename(target, os.path.join(scratch, "emptied"))  # only directories are left in it
     compose(target, [(str(dist), _store.path(layout, dist)) for dist, _ in planned])

@@ -25,6 +25,7 @@ from packaging.version import Version
 from .. import _log
 from .._dstore import store as _store
 from .._dstore.audit import fit
+from .._dstore.bytecode import hash_based
 from .._dstore.compose import freeze, read_only
 from .._dstore.identity import DistId
 from .._dstore.split import split
@@ -167,13 +168,17 @@ def _install(
     built = install(options, combined, batch, pin, scratch, what)
     made = split(combined, os.path.join(scratch, "split"))
     for dist, _ in mine:
-        publish(layout, dist, _staged_of(made, dist))
+        publish(layout, dist, _staged_of(made, dist), options.python)
     return built
 
 
-def publish(layout: Layout, dist: DistId, staged: str) -> None:
+def publish(layout: Layout, dist: DistId, staged: str, python: str | None = None) -> None:
     """Check the staged dir is ``dist`` whole, make it read-only, and rename it into the store (a peer's, there
-    first, is the same artifact's files: ours is dropped with the scratch dir)."""
+    first, is the same artifact's files: ours is dropped with the scratch dir). ``python``: the interpreter an
+    installer compiled its bytecode for, which compiles it again as hash-based pycs (see
+    :mod:`repoinstall._dstore.bytecode`); ``None``: its pycs are as they came (a registry's layer: hash-based)."""
+    if python is not None:
+        hash_based(staged, python)
     if (problem := _store.check(staged, dist)) is not None:
         raise InstallError(problem)
     read_only(staged)
