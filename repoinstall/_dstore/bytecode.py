@@ -7,12 +7,12 @@ differs. An OCI layer cannot keep mtimes and still be reproducible (its entries 
 unpacked or mounted from an image would compile everything on every cold import, on a read-only mount. Its code
 objects also name the installer's temporary directory, different in each repo.
 
-Before a distribution is published into the store, each pyc its RECORD lists whose source it holds is compiled
-again by the tree's interpreter (one process for the distribution, ``PYTHONHASHSEED=0`` so that sets of constants
-marshal in one order) as an *unchecked* hash-based pyc naming its source by its path in the tree; its RECORD row
-gets the new hash. The interpreter trusts such a pyc without looking at the source's mtime or bytes. That is safe
-here because a stored distribution never changes: every file of it, sources and pycs, is checked against its
-RECORD by ``verify``.
+After an installer run, before its distributions are split into the store, each pyc a RECORD lists whose source
+is there is compiled again by the tree's interpreter (one process for the run, ``PYTHONHASHSEED=0`` so that sets
+of constants marshal in one order) as an *unchecked* hash-based pyc naming its source by its path in the tree;
+its RECORD row gets the new hash. The interpreter trusts such a pyc without looking at the source's mtime or
+bytes. That is safe here because a stored distribution never changes: every file of it, sources and pycs, is
+checked against its RECORD by ``verify``.
 """
 
 from __future__ import annotations
@@ -44,29 +44,31 @@ _TIMEOUT = 600.0
 
 
 def hash_based(staged: str, python: str) -> int:
-    """Compile the pycs of the one distribution staged at ``staged`` again as unchecked hash-based pycs, with
-    ``python``, and update their RECORD rows; how many it rewrote. A pyc whose source the distribution does not
-    hold, or that does not compile, stays as the installer wrote it."""
-    found = scan(staged)
-    if len(found) != 1:
-        return 0  # the store's check names what is wrong with it
-    record = os.path.join(staged, found[0].dist_info, "RECORD")
-    with open(record, "rb") as handle:
-        data = handle.read(RECORD_LIMIT + 1)
-    if len(data) > RECORD_LIMIT:
-        return 0
-    text = data.decode("utf-8")
-    newline = "\r\n" if "\r\n" in text else "\n"
-    rows = list(csv.reader(io.StringIO(text)))
+    """Compile the pycs of the distributions an installer put in ``staged`` (a private dir) again as unchecked
+    hash-based pycs, with ``python``, and update their RECORD rows; how many it rewrote. A pyc whose source is not
+    there, or that does not compile, stays as the installer wrote it."""
+    records: list[tuple[str, str, list[list[str]]]] = []  # (RECORD's path, its line ending, its rows)
     jobs: dict[str, list[str]] = {}  # tree-relative pyc -> its RECORD row
     work = []
-    for row in rows:
-        relative = tree_relative(row[0]) if row else None
-        if relative is None or not is_bytecode(relative) or (found_source := _source_of(staged, relative)) is None:
+    for dist in scan(staged):
+        record = os.path.join(staged, dist.dist_info, "RECORD")
+        try:
+            with open(record, "rb") as handle:
+                data = handle.read(RECORD_LIMIT + 1)
+            text = data.decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue  # the store's check names what is wrong with it
+        if len(data) > RECORD_LIMIT:
             continue
-        source, level = found_source
-        jobs[relative] = row
-        work.append((os.path.join(staged, source), os.path.join(staged, relative), source, level))
+        rows = list(csv.reader(io.StringIO(text)))
+        records.append((record, "\r\n" if "\r\n" in text else "\n", rows))
+        for row in rows:
+            relative = tree_relative(row[0]) if row else None
+            if relative is None or not is_bytecode(relative) or (found := _source_of(staged, relative)) is None:
+                continue
+            source, level = found
+            jobs[relative] = row
+            work.append((os.path.join(staged, source), os.path.join(staged, relative), source, level))
     if not work:
         return 0
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}, "PYTHONHASHSEED": "0"}
@@ -84,10 +86,11 @@ def hash_based(staged: str, python: str) -> int:
             new = handle.read()
         digest = base64.urlsafe_b64encode(hashlib.sha256(new).digest()).rstrip(b"=").decode("ascii")
         row[1:] = [f"sha256={digest}", str(len(new))]
-    out = io.StringIO()
-    csv.writer(out, lineterminator=newline).writerows(rows)
-    with open(record, "wb") as handle:
-        handle.write(out.getvalue().encode("utf-8"))
+    for record, newline, rows in records:
+        out = io.StringIO()
+        csv.writer(out, lineterminator=newline).writerows(rows)
+        with open(record, "wb") as handle:
+            handle.write(out.getvalue().encode("utf-8"))
     return len(jobs) - len(failed)
 
 

@@ -130,6 +130,7 @@ def store_installed(
     as installed) when the installer did not say every distribution's artifact hash: it cannot be named in the
     store."""
     from .._dstore.audit import fit
+    from .._dstore.bytecode import hash_based
     from .._store.dists import scan
     from .._store.identity import canonical_name, normal_version
     from .storing import publish
@@ -142,11 +143,13 @@ def store_installed(
             _log.logger().debug("%s: %s %s has no known artifact hash; not stored", tid, found.name, found.version)
             return None
         planned.append((DistId.of(tid.env, found.name, found.version, sha256), found.dist_info))
+    if python is not None:
+        hash_based(target, python)  # see repoinstall._dstore.bytecode
     made = split(target, os.path.join(scratch, "split"))
     stored = 0
     for dist, dist_info in planned:
         if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
-            publish(layout, dist, made[dist_info], python)
+            publish(layout, dist, made[dist_info])
             stored += 1
     os.rename(target, os.path.join(scratch, "emptied"))  # only directories are left in it
     compose(target, [(str(dist), _store.path(layout, dist)) for dist, _ in planned])

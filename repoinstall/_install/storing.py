@@ -166,19 +166,17 @@ def _install(
     batch = Requested(what, "repoinstall-store", (), Version("1"), source="store", locked=lines)
     _log.logger().debug("%s: installing %d distribution(s) into the store", what, len(mine))
     built = install(options, combined, batch, pin, scratch, what)
+    # Its bytecode made valid wherever its files land (a layer, a mount), the same from any repo: hash-based.
+    hash_based(combined, options.python)
     made = split(combined, os.path.join(scratch, "split"))
     for dist, _ in mine:
-        publish(layout, dist, _staged_of(made, dist), options.python)
+        publish(layout, dist, _staged_of(made, dist))
     return built
 
 
-def publish(layout: Layout, dist: DistId, staged: str, python: str | None = None) -> None:
+def publish(layout: Layout, dist: DistId, staged: str) -> None:
     """Check the staged dir is ``dist`` whole, make it read-only, and rename it into the store (a peer's, there
-    first, is the same artifact's files: ours is dropped with the scratch dir). ``python``: the interpreter an
-    installer compiled its bytecode for, which compiles it again as hash-based pycs (see
-    :mod:`repoinstall._dstore.bytecode`); ``None``: its pycs are as they came (a registry's layer: hash-based)."""
-    if python is not None:
-        hash_based(staged, python)
+    first, is the same artifact's files: ours is dropped with the scratch dir)."""
     if (problem := _store.check(staged, dist)) is not None:
         raise InstallError(problem)
     read_only(staged)
