@@ -39,7 +39,11 @@ if TYPE_CHECKING:
     from ._dstore.identity import DistId
     from ._dstore.usage import StoreUsage
     from ._install.flight import SingleFlight
-    from ._install.protocol import Outcome
+    from ._install.protocol import Filler, Outcome
+    from ._oci.pull import Source
+    from ._oci.push import Pushed
+    from ._oci.reference import Reference
+    from ._oci.settings import Settings
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
@@ -84,6 +88,8 @@ class Repo:
         refresh: bool = False,
         pre: bool = False,
         index_ttl: float = INDEX_TTL,
+        pull_from: Reference | None = None,
+        registry: Settings | None = None,
     ) -> None:
         self.settings = LockSettings(stale_after, heartbeat, wait_timeout, lock)
         if (problem := options_problem(self.settings, jobs, install, index_ttl)) is not None:
@@ -106,6 +112,14 @@ class Repo:
         self._async_jobs: dict[tuple[int, TreeId], asyncio.Future[EnsureResult]] = {}
         #: An interrupted batch's workers outlived STOP_GRACE: they may still use the repo's descriptors.
         self._left_running = False
+        #: Where a missing tree's image is looked for first (``ensure --from``), and how registries are reached.
+        self._registry_settings = registry
+        self._source: Source | None = None
+        if pull_from is not None:
+            from ._oci.pull import Source as _Source
+            from ._oci.settings import Settings as _Settings
+
+            self._source = _Source(pull_from, registry or _Settings())
 
     @property
     def path(self) -> str:
@@ -122,6 +136,8 @@ class Repo:
             # Interrupted installs still cleaning up past STOP_GRACE may use these descriptors: closed, their
             # numbers could be reused under them. The process is going down; it closes them.
             return
+        if self._source is not None:
+            self._source.close()
         self._chooser.close()
         self._layout.close()
 
@@ -174,7 +190,9 @@ class Repo:
         chosen = _raise_bad_input(self._chooser.choose(requested))
         outcomes, missing = self._settled(requested, chosen)
         if missing:
-            prepared = self._installing([partial(self._prefill, requested, chosen, missing)])[0]
+            # Storing a batch first installs from the index: not where the trees' images are looked for first.
+            prepare = self._source is None
+            prepared = self._installing([partial(self._prefill, requested, chosen, missing)])[0] if prepare else {}
             done = self._installing(
                 [partial(self._capture, requested[i], chosen[i], prepared.get(chosen[i], _NOTHING)) for i in missing]
             )
@@ -344,11 +362,12 @@ class Repo:
             return self._skipped(requested)
         if in_use(self._layout, tid):
             return self._result(requested, tid, "present")
+        filler = self._from_registry(tid) if self._source is not None else None
         # Threads of this process asking for the same tree share one install before touching the file lock.
         while True:
             try:
                 outcome, shared = self._single_flight().run(
-                    tid, partial(self._install, requested, tid, prepared.closure, prepared.checked)
+                    tid, partial(self._install, requested, tid, prepared.closure, prepared.checked, filler)
                 )
                 break
             except Interrupted:
@@ -391,6 +410,7 @@ class Repo:
         tid: TreeId,
         resolved: Closure | None = None,
         checked: frozenset[DistId] = frozenset(),
+        filler: Filler | None = None,
     ) -> Outcome:
         from ._install.protocol import ensure_tree
 
@@ -400,13 +420,58 @@ class Repo:
             # A handle gone stale mid-protocol (another NFS client replaced what it named) unwinds this run like a
             # crash would (staging removed, lock released) and runs the protocol again from fresh lookups.
             outcome = self._layout.retrying(
-                ensure_tree, self._layout, self._tree_locks(), self._install_options, requested, tid, resolved, checked
+                ensure_tree,
+                self._layout,
+                self._tree_locks(),
+                self._install_options,
+                requested,
+                tid,
+                resolved,
+                checked,
+                filler,
             )
         seconds = time.monotonic() - started
         self._emit(Event("done", str(tid), outcome.action, seconds))
         size = f", {outcome.size / 1e6:.1f} MB" if outcome.size else ""
         _log.logger().info("%s %s (%.1fs%s)", outcome.action, tid, seconds, size)
         return outcome
+
+    def _from_registry(self, tid: TreeId) -> Filler | None:
+        """Step 5 from the tree's image where ``--from``'s registry has one (``None``: install as without it)."""
+        assert self._source is not None
+        with os_errors(self._layout.root, tid):
+            found = self._source.find(tid)
+        if found is None:
+            _log.logger().info("%s: no image in %s; installing it", tid, self._source.reference)
+            return None
+        return partial(self._source.fill, found)
+
+    def push(self, trees: Iterable[EnsureResult], to: Reference, *, skip_pulled: bool = False) -> list[Pushed]:
+        """Push each installed tree of ``trees`` to ``to`` as an image (see :mod:`repoinstall._oci.push`);
+        ``skip_pulled``: leave out trees that were made from an image."""
+        from packaging.version import Version
+
+        from ._oci.auth import lookup
+        from ._oci.client import Registry
+        from ._oci.pull import INSTALLER
+        from ._oci.push import push
+        from ._oci.settings import Settings as _Settings
+        from ._store.manifest import read
+
+        pushed: list[Pushed] = []
+        with Registry(to, self._registry_settings or _Settings(), lookup(to.host), push=True) as registry:
+            for tree in trees:
+                if tree.path is None or tree.version is None:
+                    continue  # skipped: its marker is false here
+                tid = TreeId(self.env, tree.name, Version(tree.version), tree.extras)
+                record = read(self._layout, tid)
+                if record is None:
+                    raise NotInstalled(f"{tid}: not installed in {self.path}")
+                if skip_pulled and record.installer == INSTALLER:
+                    continue
+                with os_errors(self._layout.root, tid):
+                    pushed.append(push(self._layout, registry, tid, record))
+        return pushed
 
     def _tree_locks(self) -> TreeLocks:
         # Made on first use (the warm path takes no lock), once: it remembers which obstacles were reported.

@@ -17,11 +17,12 @@ from .._errors import InvalidInput, RepoinstallError
 from .._repo import Repo
 from .._results import EnsureResult
 from .._store.identity import is_locked, is_set
-from .options import ENSURING, INSTALLING, LOCKING, OUTPUT, Options, repo_path, takes
+from .options import ENSURING, INSTALLING, LOCKING, OUTPUT, REGISTRY, Options, repo_path, takes
 
 if TYPE_CHECKING:
     import logging
 
+    from .._oci.push import Pushed
     from .._options import InstallOptions
     from .._requirements import Requested
     from .._store.manifest import TreeEntry
@@ -105,11 +106,19 @@ def _fail(error: RepoinstallError | str, code: int | None = None) -> NoReturn:
 
 
 def _ensure_cli(
-    specs: list[str] | None, requirement: list[str] | None, opts: Options, silent: bool
+    specs: list[str] | None,
+    requirement: list[str] | None,
+    opts: Options,
+    silent: bool,
+    push_to: str | None = None,
+    pushed: "list[Pushed] | None" = None,
 ) -> "tuple[list[Requested], str, str, list[EnsureResult | RepoinstallError]]":
-    """Parse the specs and files, ensure them all; what was asked, the repo, its env tag and each outcome."""
+    """Parse the specs and files, ensure them all; what was asked, the repo, its env tag and each outcome.
+    ``push_to``: then push the trees ensured there, into ``pushed`` (``--push``: those installed from an index)."""
     if not specs and not requirement:
         _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
+    if opts.push_after and not opts.from_registry:
+        _fail("--push pushes to the registry --from names: give --from HOST[:PORT]/REPOSITORY", 2)
     try:
         # Files that list nothing (comments only) are fine: an init container for an empty list is a no-op.
         wanted = _collect(
@@ -124,7 +133,10 @@ def _ensure_cli(
         progress = Progress()
     try:
         path = repo_path(opts, announce=not silent)
-        with Repo(path, on_event=progress, **opts.repo_settings()) as store:
+        settings = opts.repo_settings()
+        if push_to is not None:
+            settings["registry"] = opts.registry_settings()
+        with Repo(path, on_event=progress, **settings) as store:
             # A lock file is one tree already, exactly as locked: --together sets the other specs only.
             plain = [one for one in wanted if not one.locked]
             if opts.together and len(plain) > 1:
@@ -134,6 +146,13 @@ def _ensure_cli(
                 wanted = [plain[0]._replace(text=" ".join(one.text for one in plain)), *locks]
             else:
                 outcomes = store.ensure_all(wanted, return_exceptions=True)
+            if push_to is not None and pushed is not None:
+                from .._oci.reference import Reference
+
+                done = [o for o in outcomes if isinstance(o, EnsureResult)]
+                if opts.push_after:  # ensure --push: what was installed here from an index, not what came from it
+                    done = [o for o in done if o.action == "installed"]
+                pushed += store.push(done, Reference.parse(push_to), skip_pulled=opts.push_after)
     except RepoinstallError as error:
         _fail(error)
     finally:
@@ -185,17 +204,22 @@ def _together(store: Repo, wanted: "list[Requested]") -> "EnsureResult | Repoins
 
 
 @app.command(epilog=EXIT_CODES, short_help="Install what is missing (once, cluster-wide) and print the paths.")
-@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING)
+@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, "from_registry", "push_after", *REGISTRY)
 def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Install what is missing (once, cluster-wide) and print where each tree is.
 
     Unpinned specs (pkg, pkg>=2,<3) take the highest installed version that matches, with no network; only
     if none matches (or with --refresh) is the index asked, as pip would ask it (pip.conf, PIP_INDEX_URL,
-    --index-url, ~/.netrc).
+    --index-url, ~/.netrc). With --from, a missing tree's image in that registry comes first: only the layers
+    the store lacks are fetched, no installer runs; --push then pushes the trees installed from an index.
     """
     _use_json(opts)
     _configure_log(opts)
-    wanted, root, env, outcomes = _ensure_cli(specs, requirement, opts, bool(opts.quiet) or opts.as_json)
+    pushed: list[Pushed] = []
+    push_to = opts.from_registry if opts.push_after else None
+    wanted, root, env, outcomes = _ensure_cli(
+        specs, requirement, opts, bool(opts.quiet) or opts.as_json, push_to, pushed
+    )
     results = [o for o in outcomes if isinstance(o, EnsureResult)]
     errors = [(w, o) for w, o in zip(wanted, outcomes, strict=True) if isinstance(o, RepoinstallError)]
     if opts.as_json:
@@ -209,8 +233,11 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
         }
         if errors:
             document["errors"] = [{"requirement": w.text, "error": str(e), "exit_code": e.exit_code} for w, e in errors]
+        if opts.push_after:
+            document["pushed"] = [one.as_dict() for one in pushed]
         _print_json(document)
     elif not opts.quiet:
+        _print_pushed(pushed)
         for result in results:
             if result.action == "skipped":
                 typer.echo(f"skipped    {result.requirement} (marker is false)")
@@ -218,6 +245,55 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
                 extras = f"[{','.join(result.extras)}]" if result.extras else ""
                 members = _set_members(result.name, result.requirement)
                 typer.echo(f"{result.action:<10} {result.name}{extras}=={result.version}{members}  {result.path}")
+    for _, failure in errors:
+        typer.echo(f"repoinstall: error: {failure}", err=True)
+    if errors:
+        raise typer.Exit(errors[0][1].exit_code)
+
+
+def _print_pushed(pushed: "list[Pushed]") -> None:
+    for one in pushed:
+        sent = f"{one.uploaded} of {one.layers} layers uploaded, {one.uploaded_bytes / 1e6:.1f} MB"
+        typer.echo(f"{'pushed':<10} {one.tree}  {one.tag}  {one.reference}  ({sent})")
+
+
+@app.command(epilog=EXIT_CODES, short_help="Ensure trees, then push each as an OCI image to a registry.")
+@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, *REGISTRY)
+def push(
+    reference: Annotated[
+        str, typer.Argument(metavar="HOST[:PORT]/REPOSITORY", help="Where the images go.", show_default=False)
+    ],
+    specs: SpecsArg = None,
+    requirement: ReqOpt = None,
+    *,
+    opts: Options,
+) -> None:
+    """Ensure the trees as ensure does, then push one image per tree and print its reference by tag and by
+    digest.
+
+    Each stored distribution is one reproducible layer (the same digest from any repo), and a blob the registry
+    has is not uploaded again. The tag is the tree's name, extras, version, interpreter and ABI
+    (pandas-2.2.3-cp311-cp311); it names an index with one manifest per platform. Credentials come from
+    REGISTRY_AUTH_FILE, Docker's config.json (DOCKER_CONFIG, credential helpers) or a netrc.
+    """
+    _use_json(opts)
+    _configure_log(opts)
+    try:
+        from .._oci.reference import Reference
+
+        Reference.parse(reference)
+    except RepoinstallError as error:
+        _fail(error)
+    pushed: list[Pushed] = []
+    wanted, root, env, outcomes = _ensure_cli(specs, requirement, opts, True, reference, pushed)
+    errors = [(w, o) for w, o in zip(wanted, outcomes, strict=True) if isinstance(o, RepoinstallError)]
+    if opts.as_json:
+        document: dict[str, Any] = {"repo": root, "env": env, "images": [one.as_dict() for one in pushed]}
+        if errors:
+            document["errors"] = [{"requirement": w.text, "error": str(e), "exit_code": e.exit_code} for w, e in errors]
+        _print_json(document)
+    elif not opts.quiet:
+        _print_pushed(pushed)
     for _, failure in errors:
         typer.echo(f"repoinstall: error: {failure}", err=True)
     if errors:

@@ -18,6 +18,7 @@ import typer
 from .._options import HEARTBEAT, INDEX_TTL, INSTALL_TIMEOUT, INSTALLERS, STALE_AFTER, WAIT_TIMEOUT
 
 if TYPE_CHECKING:
+    from .._oci.settings import Settings
     from .._options import InstallOptions
 
 
@@ -47,6 +48,17 @@ class Options(NamedTuple):
     together: bool = False
     require_hashes: bool = False
     dry_run: bool = False
+    from_registry: str | None = None
+    push_after: bool = False
+    plain_http: bool = False
+    registry_ca: str | None = None
+    registry_client_cert: str | None = None
+    registry_timeout: float = 60.0
+
+    def registry_settings(self) -> "Settings":
+        from .._oci.settings import Settings
+
+        return Settings(self.plain_http, self.registry_ca, self.registry_client_cert, self.registry_timeout)
 
     def install_options(self) -> "InstallOptions":
         from .._options import InstallOptions
@@ -74,7 +86,14 @@ class Options(NamedTuple):
             "refresh": self.refresh,
             "pre": self.pre,
             "index_ttl": self.index_ttl,
+            **(self.registry_keywords() if self.from_registry else {}),
         }
+
+    def registry_keywords(self) -> dict[str, Any]:
+        """``Repo(...)`` keywords for ``--from`` (:class:`InvalidInput` for a reference that is not one)."""
+        from .._oci.reference import Reference
+
+        return {"pull_from": Reference.parse(self.from_registry or ""), "registry": self.registry_settings()}
 
 
 _SECONDS = "SECONDS"
@@ -203,6 +222,49 @@ DECLARED: dict[str, Any] = {
         ),
     ],
     "dry_run": Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")],
+    "from_registry": Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            envvar="REPOINSTALL_FROM",
+            metavar="HOST[:PORT]/REPOSITORY",
+            help="Look for each missing tree's image there first: store only the layers the store lacks, no installer.",
+        ),
+    ],
+    "push_after": Annotated[
+        bool,
+        typer.Option("--push", envvar="REPOINSTALL_PUSH", help="With --from: push the trees installed here to it."),
+    ],
+    "plain_http": Annotated[
+        bool,
+        typer.Option(
+            "--plain-http", envvar="REPOINSTALL_PLAIN_HTTP", help="Talk HTTP to the registry (a private network)."
+        ),
+    ],
+    "registry_ca": Annotated[
+        str | None,
+        typer.Option(
+            "--registry-ca", envvar="REPOINSTALL_REGISTRY_CA", metavar="FILE", help="CA bundle for the registry."
+        ),
+    ],
+    "registry_client_cert": Annotated[
+        str | None,
+        typer.Option(
+            "--registry-client-cert",
+            envvar="REPOINSTALL_REGISTRY_CLIENT_CERT",
+            metavar="FILE",
+            help="PEM with the client key and certificate for the registry.",
+        ),
+    ],
+    "registry_timeout": Annotated[
+        float,
+        typer.Option(
+            "--registry-timeout",
+            envvar="REPOINSTALL_REGISTRY_TIMEOUT",
+            metavar=_SECONDS,
+            help="Give up on a registry that answers nothing for this long.",
+        ),
+    ],
 }
 
 #: The sets commands take.
@@ -220,6 +282,7 @@ INSTALLING = (
 )
 RESOLVING = ("jobs", "refresh", "pre", "index_ttl")
 ENSURING = (*RESOLVING, "together", "require_hashes")
+REGISTRY = ("plain_http", "registry_ca", "registry_client_cert", "registry_timeout")
 
 F = TypeVar("F", bound=Callable[..., None])
 

@@ -7,6 +7,7 @@ tree that anyone sees.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _log, _stop
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
     from .._store.identity import TreeId
     from .._store.layout import Layout
     from .._store.locks import TreeLocks
+    from .backends.run import Built
+    from .staging import Staging
+
+#: Step 5 done another way than by an installer (a tree's image in a registry): given the repo, its locks, the
+#: tree, what it is installed from and its staging dir, fill the staged tree; what built it, how many distributions
+#: went into the store.
+Filler = Callable[["Layout", "TreeLocks", "TreeId", "Requested", "Staging"], "tuple[Built, int]"]
 
 
 class Outcome(NamedTuple):
@@ -49,10 +57,12 @@ def ensure_tree(
     tid: TreeId,
     resolved: Closure | None = None,
     checked: Collection[DistId] = (),
+    filler: Filler | None = None,
 ) -> Outcome:
     """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took.
     ``resolved``: its closure as its batch's one resolution found it (see :mod:`.prefill`), for a tree that has
-    no lock or kept closure; ``checked``: the stored distributions its batch checked."""
+    no lock or kept closure; ``checked``: the stored distributions its batch checked; ``filler``: step 5 from
+    elsewhere than an installer (a registry's image)."""
     from .locked import keep_closure, pinned
     from .preflight import refuse_obstacles
     from .staging import Staging
@@ -88,7 +98,12 @@ def ensure_tree(
             installing_from = requested
             try:
                 installing_from, expected = pinned(layout, requested, tid, resolved)
-                built, stored = fill(layout, locks, options or InstallOptions(), tid, installing_from, staging, checked)
+                if filler is not None:
+                    built, stored = filler(layout, locks, tid, installing_from, staging)
+                else:
+                    built, stored = fill(
+                        layout, locks, options or InstallOptions(), tid, installing_from, staging, checked
+                    )
                 _stop.check()  # stopping: an installer that finished just now is not verified and published either
                 # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash (and a
                 #    pinned tree holds exactly the distributions it was pinned to).

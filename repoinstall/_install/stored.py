@@ -70,7 +70,7 @@ def fill(
         pin = tid.pin
     built = install(options, staging.target, requested, pin, staging.tmp, str(tid))
     # Its distributions into the store, each once per repo; the tree composed of them.
-    return built, store_installed(layout, tid, staging.target, staging.tmp, built) or 0
+    return built, store_installed(layout, tid, staging.target, staging.tmp, built, options.python) or 0
 
 
 def plan(env: str, lines: Sequence[str]) -> list[tuple[DistId, str]] | None:
@@ -121,13 +121,16 @@ def build(
     return built._replace(artifacts=every), len(installed)
 
 
-def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, built: Built) -> int | None:
+def store_installed(
+    layout: Layout, tid: TreeId, target: str, scratch: str, built: Built, python: str | None = None
+) -> int | None:
     """After an installer resolved and installed a whole tree into ``target``: move its distributions into the
     store (each checked, read-only, published by rename; one already stored is used as it is and the fresh copy
     dropped) and compose ``target`` again from the store, by hard links; how many it stored. ``None`` (the tree stays
     as installed) when the installer did not say every distribution's artifact hash: it cannot be named in the
     store."""
     from .._dstore.audit import fit
+    from .._dstore.bytecode import hash_based
     from .._store.dists import scan
     from .._store.identity import canonical_name, normal_version
     from .storing import publish
@@ -140,6 +143,8 @@ def store_installed(layout: Layout, tid: TreeId, target: str, scratch: str, buil
             _log.logger().debug("%s: %s %s has no known artifact hash; not stored", tid, found.name, found.version)
             return None
         planned.append((DistId.of(tid.env, found.name, found.version, sha256), found.dist_info))
+    if python is not None:
+        hash_based(target, python)  # see repoinstall._dstore.bytecode
     made = split(target, os.path.join(scratch, "split"))
     stored = 0
     for dist, dist_info in planned:

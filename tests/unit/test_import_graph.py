@@ -117,6 +117,7 @@ LAYERS = [
     {"_requirements"},  # specs, bounded by the store's tree names
     {"_lockfile"},  # what a lock file installs here (a pure reader)
     {"_index", "_install"},  # asking an index; making a tree exist (neither imports the other)
+    {"_oci"},  # trees as OCI images: pushed, and pulled into the store through the install protocol
     {"_ops"},  # operator commands: verify, repair, gc, remove, lock info, doctor, list
     {"_choose", "_activate"},
     {"_repo"},

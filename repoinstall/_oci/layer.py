@@ -1,0 +1,215 @@
+"""A stored distribution as an OCI layer, and a layer unpacked back into a private directory, under bounds.
+
+The layer holds the distribution's files at their paths in a tree, so the image's root filesystem is the tree.
+It is reproducible: entries sorted (a directory before what it holds), owner 0:0 with no names, one fixed mtime,
+modes 0644/0755 (0777 links) whatever the repo's, no extended headers but for long names, and gzip with no name,
+mtime 0 and one fixed level. The same stored distribution gives the same bytes, and so the same digest, from any
+repo (with the same zlib).
+
+Unpacking refuses, with one line, what no layer of ours holds: absolute paths or ``..``, a path below a symlink,
+symlinks leaving the tree, hard links, devices, FIFOs, whiteouts, a name twice; and stops a layer that
+decompresses to more than a bound (a gzip bomb) or whose uncompressed digest is not its ``diff_id``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import posixpath
+import tarfile
+from typing import IO, NamedTuple
+
+from .._errors import InstallError
+from .._store import walk as _walk
+
+MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
+#: Every entry's mtime: a constant, so that a layer does not depend on when a repo stored its files.
+MTIME = 0
+COMPRESSLEVEL = 6
+_CHUNK = 1 << 20
+#: A layer may decompress to at most this many times its compressed size (plus a floor), and never more than
+#: the ceiling: Python distributions compress 3-10 times; a bomb compresses a thousand times and more.
+RATIO = 100
+FLOOR = 64 << 20
+CEILING = 16 << 30
+
+
+class Layer(NamedTuple):
+    """A layer blob written to ``path``: its digest (compressed), diff_id (uncompressed) and size in bytes."""
+
+    path: str
+    digest: str
+    diff_id: str
+    size: int
+
+
+class _Hashing(io.RawIOBase):
+    """A write-only stream that hashes and counts what passes through it on the way to ``sink``."""
+
+    def __init__(self, sink: IO[bytes] | None) -> None:
+        self.sink = sink
+        self.sha = hashlib.sha256()
+        self.count = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        view = bytes(data)
+        self.sha.update(view)
+        self.count += len(view)
+        if self.sink is not None:
+            self.sink.write(view)
+        return len(view)
+
+
+def build(stored: str, out: str) -> Layer:
+    """Write the layer of the stored distribution at ``stored`` to the new file ``out``."""
+    fd = os.open(stored, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        files = [(entry.path, entry.kind) for entry in _walk.walk(fd)]
+    finally:
+        os.close(fd)
+    for path, kind in files:
+        if kind not in (_walk.FILE, _walk.LINK):
+            raise InstallError(f"{stored}: {path} is not a file or a link: no layer holds it")
+    directories = {posixpath.dirname(path) for path, _ in files}
+    for leaf in list(directories):
+        directory = leaf
+        while directory:
+            directories.add(directory)
+            directory = posixpath.dirname(directory)
+    directories.discard("")
+    entries = sorted([(d, _walk.DIR) for d in directories] + files, key=lambda item: item[0].split("/"))
+    with open(out, "xb") as raw:
+        compressed = _Hashing(raw)
+        with gzip.GzipFile(filename="", mode="wb", compresslevel=COMPRESSLEVEL, fileobj=compressed, mtime=0) as gz:
+            plain = _Hashing(gz)  # type: ignore[arg-type]
+            with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                for path, kind in entries:
+                    _add(tar, stored, path, kind)
+    return Layer(out, f"sha256:{compressed.sha.hexdigest()}", f"sha256:{plain.sha.hexdigest()}", compressed.count)
+
+
+def _add(tar: tarfile.TarFile, stored: str, path: str, kind: str) -> None:
+    info = tarfile.TarInfo(path)
+    info.mtime = MTIME
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    full = os.path.join(stored, path)
+    if kind == _walk.DIR:
+        info.type, info.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(info)
+    elif kind == _walk.LINK:
+        info.type, info.mode, info.linkname = tarfile.SYMTYPE, 0o777, os.readlink(full)
+        tar.addfile(info)
+    else:
+        with open(full, "rb", opener=_no_follow) as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            info.type, info.mode = tarfile.REGTYPE, 0o755 if mode & 0o111 else 0o644
+            info.size = os.fstat(handle.fileno()).st_size
+            tar.addfile(info, handle)
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW)
+
+
+class Refused(InstallError):
+    """A layer that is not one of ours: unsafe, or not what its manifest says (exit 1). Nothing is stored."""
+
+
+class _Bounded(io.RawIOBase):
+    """A readable stream over decompressed bytes that hashes them and stops past ``limit``."""
+
+    def __init__(self, source: IO[bytes], limit: int, what: str) -> None:
+        self.source = source
+        self.limit = limit
+        self.what = what
+        self.sha = hashlib.sha256()
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.source.read(min(len(buffer), _CHUNK))
+        self.count += len(data)
+        if self.count > self.limit:
+            raise Refused(f"{self.what}: decompresses to more than {self.limit} bytes (a gzip bomb?): refused")
+        self.sha.update(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def unpack(blob: str, diff_id: str, target: str, what: str) -> int:
+    """Unpack the verified gzip layer ``blob`` into the empty private dir ``target``; its uncompressed size.
+    :class:`Refused` for anything unsafe, a bomb, or an uncompressed digest other than ``diff_id``."""
+    limit = min(CEILING, FLOOR + RATIO * os.path.getsize(blob))
+    seen: dict[str, str] = {}
+    try:
+        with open(blob, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+            bounded = _Bounded(gz, limit, what)  # type: ignore[arg-type]
+            reader = io.BufferedReader(bounded, _CHUNK)
+            with tarfile.open(fileobj=reader, mode="r|") as tar:
+                for member in tar:
+                    _extract(tar, member, target, seen, what)
+            while reader.read(_CHUNK):  # the tar's end padding counts into its digest too
+                pass
+    except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as error:
+        if isinstance(error, Refused):
+            raise
+        raise Refused(f"{what}: not a gzip tar layer: {error}") from None
+    if f"sha256:{bounded.sha.hexdigest()}" != diff_id:
+        raise Refused(f"{what}: its uncompressed digest is not the diff_id its image's config names: refused")
+    return bounded.count
+
+
+def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, target: str, seen: dict[str, str], what: str) -> None:
+    name = member.name
+    path = posixpath.normpath(name.removeprefix("./")) if name not in ("", ".", "./") else ""
+    if not path or path == "." or "\0" in name:
+        if member.isdir():
+            return  # the root itself
+        raise Refused(f"{what}: an entry with an empty name: refused")
+    if posixpath.isabs(name) or path == ".." or path.startswith("../") or ".." in name.split("/"):
+        raise Refused(f"{what}: {name!r} leaves the tree: refused")
+    base = posixpath.basename(path)
+    if base.startswith(".wh."):
+        raise Refused(f"{what}: {name!r} is a whiteout: no layer of a tree deletes anything: refused")
+    parent = posixpath.dirname(path)
+    while parent:
+        if seen.get(parent, "dir") != "dir":
+            raise Refused(f"{what}: {name!r} lies below {parent!r}, which is not a directory: refused")
+        parent = posixpath.dirname(parent)
+    if path in seen:
+        raise Refused(f"{what}: {name!r} is in the layer twice: refused")
+    full = os.path.join(target, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    if member.isdir():
+        seen[path] = "dir"
+        os.makedirs(full, exist_ok=True)
+    elif member.isreg():
+        seen[path] = "file"
+        source = tar.extractfile(member)
+        assert source is not None
+        fd = os.open(
+            full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755 if member.mode & 0o111 else 0o644
+        )
+        with os.fdopen(fd, "wb") as out:
+            while chunk := source.read(_CHUNK):
+                out.write(chunk)
+    elif member.issym():
+        link = member.linkname
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
+        if not link or posixpath.isabs(link) or resolved == ".." or resolved.startswith("../"):
+            raise Refused(f"{what}: the symlink {name!r} -> {link!r} leaves the tree: refused")
+        seen[path] = "link"
+        os.symlink(link, full)
+    elif member.islnk():
+        raise Refused(f"{what}: {name!r} is a hard link (to {member.linkname!r}): no layer of a tree has one: refused")
+    else:
+        kind = "a device" if member.ischr() or member.isblk() else "a FIFO" if member.isfifo() else "not a file"
+        raise Refused(f"{what}: {name!r} is {kind}: refused")

@@ -1,0 +1,149 @@
+"""A tree's image found in a registry, and the tree made from it: only the layers the store lacks are fetched.
+
+:meth:`Source.find` resolves the tree's tag once (HEAD), then reads everything by digest, each document checked
+against the digest it was asked by: a tag moved meanwhile cannot mix two images. :meth:`Source.fill` is step 5
+of the install protocol for such a tree: each distribution the store lacks is stored as an installer run would
+store it (its lock, a re-check, its blob fetched and checked against its digest, unpacked under bounds into a
+private dir, every file checked against its RECORD, published by a rename that never replaces), then the tree is
+composed from the store, and goes on through the protocol (verified, published, recorded with the image's digest).
+
+A lock file's hashes still bind: every layer's distribution must be one the lock names, by its artifact's sha256,
+and the image must hold all of them; otherwise nothing is stored.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple
+
+from .. import _log
+from .._dstore import store as _store
+from .._dstore.audit import fit
+from .._dstore.compose import compose
+from .._errors import InstallError
+from .._install.storing import publish
+from .._store.manifest import Artifact
+from . import image as _image
+from .auth import lookup
+from .client import Registry
+from .layer import Refused, unpack
+from .reference import Reference, platform_of, tag_for
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .._install.backends.run import Built
+    from .._install.staging import Staging
+    from .._requirements import Requested
+    from .._store.identity import TreeId
+    from .._store.layout import Layout
+    from .._store.locks import TreeLocks
+
+#: What a tree made from an image records as its installer.
+INSTALLER = "oci-image"
+
+
+class Found(NamedTuple):
+    """A tree's image in the registry: its manifest (with diff_ids) and where it was found."""
+
+    image: _image.Image
+    reference: str
+
+
+class Source:
+    """A registry repository that trees are pulled from (one client, shared by an ensure's worker threads)."""
+
+    def __init__(self, reference: Reference, settings: Settings) -> None:
+        self.reference = reference
+        self.settings = settings
+        self._registry: Registry | None = None
+        self._guard = threading.Lock()
+
+    def registry(self) -> Registry:
+        with self._guard:
+            if self._registry is None:
+                self._registry = Registry(self.reference, self.settings, lookup(self.reference.host), push=False)
+            return self._registry
+
+    def close(self) -> None:
+        if self._registry is not None:
+            self._registry.close()
+
+    def find(self, tid: TreeId) -> Found | None:
+        """The image of ``tid`` for its environment, or ``None`` if the registry has none."""
+        registry = self.registry()
+        tag = tag_for(tid)
+        where = self.reference.tagged(tag)
+        digest = registry.manifest_digest(tag)
+        if digest is None:
+            return None
+        got = registry.get_manifest(digest)
+        if got is None:
+            return None
+        document = _image.parse_json(got[0], where)
+        kind = _image.media_type(document, got[1])
+        if _image.is_index(kind):
+            chosen = _image.pick(document, tid.env, where)
+            if chosen is None:
+                return None  # pushed for other platforms only
+            digest = str(chosen["digest"])
+            got = registry.get_manifest(digest)
+            if got is None:
+                raise Refused(f"{where}: its index names {digest}, which the registry does not have: refused")
+        elif kind != _image.MANIFEST:
+            raise Refused(f"{where}: names the unknown media type {kind!r}: refused")
+        image = _image.read_manifest(got[0], digest, tid.env, where)
+        config = registry.fetch_document(image.config_digest, image.config_size, where)
+        image = _image.with_config(image, config, tid.env, platform_of(tid.env), where)
+        return Found(image, self.reference.pinned(image.digest))
+
+    def fill(
+        self, found: Found, layout: Layout, locks: TreeLocks, tid: TreeId, requested: Requested, staging: Staging
+    ) -> tuple[Built, int]:
+        """Step 5 of the protocol from an image: store what the store lacks, compose the tree in ``staging``."""
+        from .._install.backends.run import Built
+        from .._install.locked import all_lines
+        from .._install.stored import plan
+
+        image = found.image
+        if requested.locked:
+            # A lock's own lines, and its own metapackage's: exactly the image's distributions, by artifact hash.
+            planned = plan(tid.env, all_lines(tid, requested, staging.scratch_file)) or []
+            wanted = {dist for dist, _ in planned}
+            holds = {layer.dist for layer in image.layers}
+            for layer in image.layers:
+                if layer.dist not in wanted:
+                    raise Refused(f"{found.reference}: layer {layer.digest} holds {layer.dist}, which {requested.text} "
+                                  "does not name (by its artifact's sha256): refused")  # fmt: skip
+            if missing := sorted(wanted - holds):
+                raise Refused(
+                    f"{found.reference}: holds no layer of {missing[0]}, which {requested.text} names: refused"
+                )
+        stored = 0
+        for number, layer in enumerate(sorted(image.layers)):
+            if fit(layout, layer.dist):
+                continue
+            with locks.hold(layer.dist.lock_key(), ready=partial(_store.present, layout, layer.dist)) as held:
+                if held.peer_finished or _store.present(layout, layer.dist):
+                    continue  # a peer stored it while we waited
+                where = os.path.join(staging.tmp, f"layer-{number}")
+                os.makedirs(where)
+                blob = os.path.join(where, "blob")
+                what = f"{found.reference}: layer {layer.digest} ({layer.dist})"
+                self.registry().fetch_blob(layer.digest, layer.size, blob, what)
+                staged = os.path.join(where, "dist")
+                os.makedirs(staged)
+                unpack(blob, layer.diff_id, staged, what)
+                os.unlink(blob)
+                try:
+                    publish(layout, layer.dist, staged)
+                except InstallError as error:
+                    raise Refused(f"{what}: not what its RECORD says: {error}: refused") from None
+                stored += 1
+        _log.logger().info("%s: %d of %d layers stored from %s", tid, stored, len(image.layers), found.reference)
+        compose(staging.target, [(str(layer.dist), _store.path(layout, layer.dist)) for layer in image.layers])
+        artifacts = tuple(
+            Artifact(layer.dist.name, str(layer.dist.version), layer.dist.sha256) for layer in image.layers
+        )
+        return Built(INSTALLER, found.reference, artifacts), stored

@@ -1,0 +1,115 @@
+"""Where images go: ``HOST[:PORT]/REPOSITORY``, and the tag a tree's image gets there.
+
+A tag is predictable from the tree alone: ``<name>[.<extra>...]-<version>-<interpreter>-<abi>``, e.g.
+``pandas-2.2.3-cp311-cp311``. The platform part of the environment tag is left out: the tag holds an image
+index with one manifest per platform (x86_64 and aarch64 of one interpreter), so one reference serves a
+mixed-architecture fleet. A version's ``+`` (a local version) becomes ``_`` and its epoch's ``!`` ``__``: neither
+is in a tag's alphabet, and canonical versions hold no ``_``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import NamedTuple
+
+from .._errors import InvalidInput
+from .._store.identity import TreeId, canonical_version
+
+#: The distribution spec's rules: a repository path component, a tag, a digest.
+_COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*$")
+TAG = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+                   r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$")  # fmt: skip
+_TAG_MAX = 128
+
+
+class Reference(NamedTuple):
+    """A registry host (with its port) and a repository on it."""
+
+    host: str
+    repository: str
+
+    @classmethod
+    def parse(cls, text: str) -> Reference:
+        """``HOST[:PORT]/REPOSITORY``; :class:`InvalidInput` (exit 2) naming what is wrong."""
+        host, slash, repository = text.strip().partition("/")
+        if "://" in text:
+            raise InvalidInput(f"{text}: give HOST[:PORT]/REPOSITORY without a scheme (--plain-http for http)")
+        if not slash or not host or not repository:
+            raise InvalidInput(f"{text}: not a registry reference: give HOST[:PORT]/REPOSITORY")
+        if "@" in host:
+            raise InvalidInput("the registry reference holds credentials: give them in an auth file or netrc")
+        if not _HOST.match(host):
+            raise InvalidInput(f"{text}: {host!r} is not a registry host[:port]")
+        if ":" in repository or "@" in repository:
+            raise InvalidInput(f"{text}: give the repository without a tag or digest: tags are derived per tree")
+        if len(repository) > 255 or not all(_COMPONENT.match(part) for part in repository.split("/")):
+            raise InvalidInput(
+                f"{text}: {repository!r} is not a repository name (lowercase letters, digits, and . _ - between them)"
+            )
+        return cls(host, repository)
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.repository}"
+
+    def tagged(self, tag: str) -> str:
+        return f"{self}:{tag}"
+
+    def pinned(self, digest: str) -> str:
+        return f"{self}@{digest}"
+
+
+def tag_for(tid: TreeId) -> str:
+    """The tag of ``tid``'s image: its name, extras, version and interpreter-abi (the platform is the index's)."""
+    interpreter, abi, _ = tid.env.split("-", 2)
+    name = ".".join([tid.name, *tid.extras])
+    version = canonical_version(tid.version).replace("!", "__").replace("+", "_")
+    tag = f"{name}-{version}-{interpreter}-{abi}"
+    if len(tag) > _TAG_MAX:
+        # Too long for a tag: its head, and a hash of the whole that keeps it one tree's.
+        digest = hashlib.sha256(tag.encode()).hexdigest()[:16]
+        tag = f"{tag[: _TAG_MAX - 17]}-{digest}"
+    assert TAG.match(tag), tag
+    return tag
+
+
+#: Python's machine names -> OCI's architectures (GOARCH) and variants.
+_ARCHITECTURES = {
+    "x86_64": ("amd64", ""),
+    "amd64": ("amd64", ""),
+    "aarch64": ("arm64", ""),
+    "arm64": ("arm64", ""),
+    "i686": ("386", ""),
+    "i386": ("386", ""),
+    "armv7l": ("arm", "v7"),
+    "armv6l": ("arm", "v6"),
+    "ppc64le": ("ppc64le", ""),
+    "s390x": ("s390x", ""),
+    "riscv64": ("riscv64", ""),
+}
+_PLATFORM = re.compile(r"^(?:(?:many|musl)linux_\d+_\d+|manylinux\d+|linux)_(?P<arch>.+)$")
+
+
+class Platform(NamedTuple):
+    os: str
+    architecture: str
+    variant: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        found = {"os": self.os, "architecture": self.architecture}
+        return {**found, "variant": self.variant} if self.variant else found
+
+
+def platform_of(env: str) -> Platform:
+    """The OCI platform of an environment tag's platform part (``manylinux_2_36_x86_64`` -> linux/amd64)."""
+    platform = env.split("-", 2)[2]
+    if (match := _PLATFORM.match(platform)) is not None:
+        arch, variant = _ARCHITECTURES.get(match["arch"], (match["arch"], ""))
+        return Platform("linux", arch, variant)
+    if platform.startswith("macosx_"):
+        return Platform("darwin", _ARCHITECTURES.get(platform.rsplit("_", 1)[1], ("unknown", ""))[0])
+    if platform.startswith("win"):
+        return Platform("windows", "amd64" if platform.endswith("amd64") else "386")
+    return Platform("unknown", "unknown")

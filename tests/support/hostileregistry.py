@@ -1,0 +1,147 @@
+"""A registry that lies, on 127.0.0.1: it serves the distribution API's few GETs and HEADs for one image, built
+here as a test asks (a layer with ``../`` in it, a blob that is not its digest, a tag that moves...)."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from repoinstall._oci.reference import platform_of
+
+LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+
+
+def digest(data: bytes) -> str:
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+def canonical(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def tar_of(add: Callable[[tarfile.TarFile], None]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        add(tar)
+    return buffer.getvalue()
+
+
+def regular(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+class HostileRegistry:
+    """Serves ``repository`` with the image of one tree (``tag``), for ``env``; ``blobs`` and ``manifests`` by
+    digest, which a test may overwrite after :meth:`image` built them to make the registry lie."""
+
+    def __init__(self, repository: str = "evil") -> None:
+        self.repository = repository
+        self.blobs: dict[str, bytes] = {}
+        self.manifests: dict[str, tuple[bytes, str]] = {}
+        self.head_digest: dict[str, str] = {}  # tag -> what HEAD says
+        self.delay = 0.0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                return
+
+            def do_HEAD(self) -> None:
+                self._answer(head=True)
+
+            def do_GET(self) -> None:
+                self._answer(head=False)
+
+            def _answer(self, *, head: bool) -> None:
+                time.sleep(server.delay)
+                prefix = f"/v2/{server.repository}/"
+                path = self.path.split("?")[0]
+                if path.startswith(prefix + "manifests/"):
+                    name = path[len(prefix + "manifests/") :]
+                    key = server.head_digest.get(name, name) if not name.startswith("sha256:") else name
+                    found = server.manifests.get(key)
+                    if found is None:
+                        return self._send(404, b"{}", "application/json")
+                    said = server.head_digest.get(name, digest(found[0]))
+                    return self._send(200, found[0], found[1], {"Docker-Content-Digest": said}, head=head)
+                if path.startswith(prefix + "blobs/"):
+                    blob = server.blobs.get(path[len(prefix + "blobs/") :])
+                    if blob is None:
+                        return self._send(404, b"{}", "application/json")
+                    return self._send(200, blob, "application/octet-stream", head=head)
+                self._send(404, b"{}", "application/json")
+
+            def _send(
+                self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None, *, head: bool = False
+            ) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                for key, value in (extra or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                if not head:
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                        self.wfile.write(body)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.host = f"127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> HostileRegistry:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def image(
+        self,
+        tag: str,
+        env: str,
+        layers: list[tuple[bytes, dict[str, str]]],
+        *,
+        layer_type: str = LAYER,
+        tree: str = "evil-pkg==1.0",
+    ) -> dict[str, Any]:
+        """Put an image at ``tag``: each layer's tar (gzipped here) with its annotations; the manifest returned."""
+        descriptors, diff_ids = [], []
+        for plain, notes in layers:
+            blob = gzip.compress(plain, mtime=0)
+            self.blobs[digest(blob)] = blob
+            diff_ids.append(digest(plain))
+            descriptors.append(
+                {"mediaType": layer_type, "digest": digest(blob), "size": len(blob), "annotations": notes}
+            )
+        platform = platform_of(env).as_dict()
+        config = canonical({**platform, "rootfs": {"type": "layers", "diff_ids": diff_ids}})
+        self.blobs[digest(config)] = config
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest(config),
+                       "size": len(config)},
+            "layers": descriptors,
+            "annotations": {"org.repoinstall.env": env, "org.repoinstall.tree": tree},
+        }  # fmt: skip
+        data = canonical(manifest)
+        self.manifests[digest(data)] = (data, manifest["mediaType"])
+        index = canonical({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+            {"mediaType": manifest["mediaType"], "digest": digest(data), "size": len(data), "platform": platform,
+             "annotations": {"org.repoinstall.env": env}}]})  # fmt: skip
+        self.manifests[digest(index)] = (index, "application/vnd.oci.image.index.v1+json")
+        self.head_digest[tag] = digest(index)
+        return manifest

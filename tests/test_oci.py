@@ -1,0 +1,178 @@
+"""Trees as OCI images, against a real registry on 127.0.0.1 (Debian's docker-registry, the CNCF distribution
+registry): pushed with one reproducible layer per stored distribution and an image-shaped config, inspected with
+skopeo, applied as a node would (umoci unpack; podman's read-only overlay mount) and imported from with strace
+watching, and pulled into a second repo with its index stopped."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import isolated_env, run
+from indexserver import IndexServer
+from registry import Registry, registry, tags
+from wheels import make_wheel
+
+pytestmark = pytest.mark.skipif(
+    not all(shutil.which(tool) for tool in ("docker-registry", "skopeo", "umoci", "podman", "strace")),
+    reason="needs docker-registry, skopeo, umoci, podman and strace (bash .ci/run installs them)",
+)
+#: No index at all for the second cluster: a closed port on 127.0.0.1, so any installer run fails.
+STOPPED = "http://127.0.0.1:9/simple"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexServer]:
+    directory = tmp_path_factory.mktemp("oci-wheels")
+    make_wheel(directory, "base-lib", "1.0", modules=3)
+    make_wheel(directory, "app-one", "1.0", requires=("base-lib>=1.0",), modules=2)
+    make_wheel(directory, "app-two", "1.0", requires=("base-lib>=1.0",), modules=1)
+    server = IndexServer(directory).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def oci(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    with registry(tmp_path_factory.mktemp("registry")) as found:
+        yield found
+
+
+def push(repo: Path, served: IndexServer, where: str, *specs: str) -> dict[str, object]:
+    done = run("push", where, *specs, "--repo", repo, "--no-index", "-f", served.url, "--plain-http", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def skopeo(*args: str) -> str:
+    done = subprocess.run(["skopeo", *args], capture_output=True, text=True, timeout=120, check=True)
+    return done.stdout
+
+
+def test_push_one_reproducible_layer_per_distribution_head_before_upload(
+    tmp_path: Path, served: IndexServer, oci: Registry
+) -> None:
+    where = f"{oci.host}/push-{tmp_path.name[-8:].lower().strip('_')}"
+    first = push(tmp_path / "one", served, where, "app-one==1.0")["images"][0]
+    assert first["tag"] == f"{where}:app-one-1-{'-'.join(first['env'].split('-')[:2])}"
+    assert re.fullmatch(r"[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}", first["tag"].rsplit(":", 1)[1])
+    assert (first["layers"], first["uploaded"]) == (2, 2)
+    # skopeo reads the tag as an index, the platform's manifest and an image-shaped config.
+    raw = json.loads(skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{first['tag']}"))
+    assert raw["mediaType"] == "application/vnd.oci.image.index.v1+json"
+    assert raw["manifests"][0]["platform"] == {"architecture": "amd64", "os": "linux"} or sys.maxsize < 2**32
+    manifest = json.loads(skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{where}@{first['manifest']}"))
+    assert [layer["mediaType"] for layer in manifest["layers"]] == ["application/vnd.oci.image.layer.v1.tar+gzip"] * 2
+    assert sorted(layer["annotations"]["org.repoinstall.dist.name"] for layer in manifest["layers"]) == [
+        "app-one",
+        "base-lib",
+    ]
+    config = json.loads(skopeo("inspect", "--config", "--tls-verify=false", f"docker://{first['tag']}"))
+    assert len(config["rootfs"]["diff_ids"]) == 2 and config["os"] == "linux"
+
+    # Pushed again: every blob is there (HEAD), nothing uploaded, the same digest.
+    again = push(tmp_path / "one", served, where, "app-one==1.0")["images"][0]
+    assert (again["uploaded"], again["digest"]) == (0, first["digest"])
+    # A second tree sharing base-lib uploads only its own distribution.
+    second = push(tmp_path / "one", served, where, "app-two==1.0")["images"][0]
+    assert (second["layers"], second["uploaded"]) == (2, 1)
+    # The same tree installed in another repo gives the same layers and the same image.
+    other = push(tmp_path / "two", served, where, "app-one==1.0")["images"][0]
+    assert (other["uploaded"], other["digest"], other["manifest"]) == (0, first["digest"], first["manifest"])
+    assert tags(oci, where.split("/", 1)[1]) == sorted(
+        [first["tag"].rsplit(":", 1)[1], second["tag"].rsplit(":", 1)[1]]
+    )
+
+
+def _imports_compile_nothing(tree: Path, modules: str) -> None:
+    """strace an import from ``tree``: no source read to compile, no pyc written, modules found there."""
+    trace = Path(tempfile.mkdtemp(prefix="ri-trace-")) / "trace.txt"
+    code = f"import sys; sys.path.insert(0, {str(tree)!r}); import {modules}"
+    subprocess.run(
+        ["strace", "-f", "-qq", "-e", "trace=openat,open,mkdir,rename", "-o", str(trace), sys.executable, "-c", code],
+        env=isolated_env(), check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    calls = [line for line in trace.read_text().splitlines() if str(tree) in line]
+    assert any(".pyc" in line for line in calls)
+    assert [line for line in calls if re.search(r'\.py"', line)] == []  # no source read
+    assert [line for line in calls if re.search(r"O_WRONLY|O_RDWR|O_CREAT|mkdir|rename", line)] == []
+
+
+def test_bytecode_is_valid_wherever_a_layer_lands(tmp_path: Path, served: IndexServer, oci: Registry) -> None:
+    where = f"{oci.host}/bytecode"
+    pushed = push(tmp_path / "repo", served, where, "app-one==1.0")["images"][0]
+    # umoci: the image copied to an OCI layout and unpacked as a runtime unpacks it.
+    layout = tmp_path / "layout"
+    skopeo("copy", "-q", "--src-tls-verify=false", f"docker://{pushed['tag']}", f"oci:{layout}:tree")
+    subprocess.run(["umoci", "unpack", "--rootless", "--image", f"{layout}:tree", str(tmp_path / "bundle")],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    rootfs = tmp_path / "bundle" / "rootfs"
+    pyc = next((rootfs / "base_lib" / "__pycache__").glob("part_000.*.pyc")).read_bytes()
+    assert pyc[4:8] == b"\x01\x00\x00\x00"  # PEP 552: hash-based, unchecked
+    assert {os.stat(p).st_mtime for p in rootfs.rglob("*")} == {0}
+    _imports_compile_nothing(rootfs, "app_one,base_lib.part_000,base_lib.part_001")
+    # podman: pulled into its own storage and mounted read-only with overlayfs, as a node mounts an image volume.
+    runroot = Path(tempfile.mkdtemp(prefix="ri-podman-"))  # podman takes a runroot of 50 characters at most
+    podman = ["podman", "--storage-driver", "overlay", "--root", str(tmp_path / "pr"), "--runroot", str(runroot)]
+    subprocess.run([*podman, "pull", "-q", "--tls-verify=false", f"docker://{pushed['tag']}"],
+                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    mounted = Path(subprocess.run([*podman, "image", "mount", pushed["tag"]], check=True, capture_output=True,
+                                  text=True, timeout=120).stdout.strip())  # fmt: skip
+    try:
+        mounts = Path("/proc/self/mounts").read_text()
+        assert any(
+            line.split()[1] == str(mounted) and "ro" in line.split()[3].split(",") for line in mounts.splitlines()
+        )
+        _imports_compile_nothing(mounted, "app_one,base_lib.part_000")
+    finally:
+        subprocess.run([*podman, "image", "unmount", "--all"], capture_output=True, timeout=120, check=False)
+        subprocess.run([*podman, "system", "reset", "-f"], capture_output=True, timeout=120, check=False)
+        shutil.rmtree(runroot, ignore_errors=True)
+
+
+def _lock(served: IndexServer, path: Path, *names: str) -> Path:
+    lines = []
+    for wheel in sorted(served.directory.glob("*.whl")):
+        name = wheel.name.split("-")[0].replace("_", "-")
+        if name in names:
+            digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+            lines.append(f"{name}=={wheel.name.split('-')[1]} --hash=sha256:{digest}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_second_cluster_pulls_with_its_index_stopped(tmp_path: Path, served: IndexServer, oci: Registry) -> None:
+    where = f"{oci.host}/clusters"
+    lock = _lock(served, tmp_path / "requirements.txt", "app-one", "base-lib")
+    first = run("ensure", "-r", lock, "app-two==1.0", "--repo", tmp_path / "one", "--no-index", "-f", served.url,
+                "--from", where, "--push", "--plain-http", "--json")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert len(json.loads(first.stdout)["pushed"]) == 2
+    second = run("ensure", "-r", lock, "app-two==1.0", "--repo", tmp_path / "two", "--index-url", STOPPED,
+                 "--from", where, "--plain-http", "--json")  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert [p["action"] for p in json.loads(second.stdout)["packages"]] == ["installed", "installed"]
+    listed = json.loads(run("list", "--repo", tmp_path / "two", "--json").stdout)
+    assert {tree["installer"] for tree in listed["trees"]} == {"oci-image"}
+    assert all(tree["installer_version"].startswith(f"{where}@sha256:") for tree in listed["trees"])
+    assert listed["store"]["distributions"] == 4  # base-lib once, the apps, the lock's own metapackage
+    assert run("verify", "--repo", tmp_path / "two").returncode == 0
+    tree = Path(next(p["path"] for p in json.loads(second.stdout)["packages"] if p["name"] == "app-two"))
+    _imports_compile_nothing(tree, "app_two,base_lib.part_000")
+    # Present now: no registry asked (it is not even reachable).
+    again = run("ensure", "app-two==1.0", "--repo", tmp_path / "two", "--from", "127.0.0.1:9/gone", "--plain-http")
+    assert again.returncode == 0, again.stderr
+    # Not in the registry: installed from the index as without --from.
+    third = run("ensure", "base-lib==1.0", "--repo", tmp_path / "three", "--no-index", "-f", served.url,
+                "--from", where, "--plain-http", "--json")  # fmt: skip
+    assert third.returncode == 0 and json.loads(third.stdout)["packages"][0]["action"] == "installed"
+    assert json.loads(run("list", "--repo", tmp_path / "three", "--json").stdout)["trees"][0]["installer"] == "pip"

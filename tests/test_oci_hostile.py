@@ -1,0 +1,193 @@
+"""A hostile registry gets one line and stores nothing; a real registry with htpasswd auth and TLS is reached
+with the credentials and certificates users have (auth file, netrc, CA bundle, client certificate)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from certs import make_certificates
+from helpers import isolated_env, run
+from hostileregistry import HostileRegistry, regular, tar_of
+from registry import free_port, registry
+from wheels import make_wheel
+
+from repoinstall._oci.reference import tag_for
+from repoinstall._store.identity import environment_tag
+
+STOPPED = "http://127.0.0.1:9/simple"
+ENV = environment_tag()
+TAG = "evil-pkg-1-" + "-".join(ENV.split("-")[:2])
+NOTES = {"org.repoinstall.dist.name": "evil-pkg", "org.repoinstall.dist.version": "1.0",
+         "org.repoinstall.dist.sha256": "a" * 64}  # fmt: skip
+METADATA = b"Metadata-Version: 2.1\nName: evil-pkg\nVersion: 1.0\n\n"
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[HostileRegistry]:
+    server = HostileRegistry().start()
+    yield server
+    server.stop()
+
+
+def dist(tar: tarfile.TarFile) -> None:
+    """A distribution's files that check out against its RECORD (nothing hostile yet)."""
+    regular(tar, "evil_pkg-1.0.dist-info/METADATA", METADATA)
+    regular(
+        tar, "evil_pkg-1.0.dist-info/RECORD", b"evil_pkg-1.0.dist-info/METADATA,,\nevil_pkg-1.0.dist-info/RECORD,,\n"
+    )
+
+
+def entry(name: str, kind: bytes, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    return info
+
+
+def with_entry(info: tarfile.TarInfo) -> bytes:
+    def add(tar: tarfile.TarFile) -> None:
+        dist(tar)
+        tar.addfile(info)
+
+    return tar_of(add)
+
+
+def pull(repo: Path, where: str, *more: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    done = run("ensure", "evil-pkg==1.0", "--repo", repo, "--from", where, "--index-url", STOPPED, *more, env=env)
+    return done.returncode, done.stderr
+
+
+def nothing_stored(repo: Path) -> bool:
+    return not any((repo / "store").rglob("*.dist-info")) and not any((repo / "trees").glob("*/*/*"))
+
+
+def bomb() -> bytes:
+    def add(tar: tarfile.TarFile) -> None:
+        dist(tar)
+        regular(tar, "evil_pkg/zeros.bin", bytes(160 << 20))
+
+    return tar_of(add)
+
+
+CASES = {
+    "dotdot": (lambda: with_entry(entry("../escape.py", tarfile.REGTYPE)), "leaves the tree"),
+    "absolute": (lambda: with_entry(entry("/tmp/evil.py", tarfile.REGTYPE)), "leaves the tree"),
+    "symlink out": (lambda: with_entry(entry("evil_pkg/etc", tarfile.SYMTYPE, "../../../etc")), "leaves the tree"),
+    "hard link": (lambda: with_entry(entry("evil_pkg/passwd", tarfile.LNKTYPE, "/etc/passwd")), "hard link"),
+    "device": (lambda: with_entry(entry("evil_pkg/sda", tarfile.BLKTYPE)), "is a device"),
+    "gzip bomb": (bomb, "gzip bomb"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_an_unsafe_layer_is_refused_with_one_line(tmp_path: Path, hostile: HostileRegistry, case: str) -> None:
+    make, said = CASES[case]
+    hostile.repository = f"evil-{case.replace(' ', '-')}"
+    hostile.image(TAG, ENV, [(make(), NOTES)])
+    code, err = pull(tmp_path / "repo", f"{hostile.host}/{hostile.repository}", "--plain-http")
+    assert code == 1 and said in err and "refused" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert nothing_stored(tmp_path / "repo")
+
+
+def test_a_lying_registry_is_refused(tmp_path: Path, hostile: HostileRegistry) -> None:
+    where = f"{hostile.host}/{hostile.repository}"
+    # A blob that is not its digest.
+    hostile.repository = "evil-blob"
+    manifest = hostile.image(TAG, ENV, [(tar_of(dist), NOTES)])
+    hostile.blobs[manifest["layers"][0]["digest"]] = b"\x1f\x8b" + b"x" * 40
+    code, err = pull(tmp_path / "a", f"{hostile.host}/evil-blob", "--plain-http")
+    assert code == 1 and "does not match its digest" in err and nothing_stored(tmp_path / "a"), err
+    # A manifest naming a media type nobody knows.
+    hostile.repository = "evil-type"
+    hostile.image(TAG, ENV, [(tar_of(dist), NOTES)], layer_type="application/vnd.example.unknown")
+    code, err = pull(tmp_path / "b", f"{hostile.host}/evil-type", "--plain-http")
+    assert code == 1 and "unknown media type" in err and nothing_stored(tmp_path / "b"), err
+    # A tag moved between resolving it and reading it: what is sent by digest is another image.
+    hostile.repository = "evil-moved"
+    hostile.image(TAG, ENV, [(tar_of(dist), NOTES)])
+    resolved = hostile.head_digest[TAG]
+    other = next(data for key, data in hostile.manifests.items() if key != resolved)
+    hostile.manifests[resolved] = other
+    code, err = pull(tmp_path / "c", f"{hostile.host}/evil-moved", "--plain-http")
+    assert code == 1 and "does not match its digest" in err and nothing_stored(tmp_path / "c"), err
+    # Down, and too slow.
+    code, err = pull(tmp_path / "d", f"127.0.0.1:{free_port()}/x", "--plain-http")
+    assert code == 1 and "cannot connect" in err and len(err.strip().splitlines()) == 1, err
+    hostile.delay = 3.0
+    try:
+        code, err = pull(tmp_path / "e", where, "--plain-http", "--registry-timeout", "0.5")
+    finally:
+        hostile.delay = 0.0
+    assert code == 1 and "timed out" in err and nothing_stored(tmp_path / "e"), err
+
+
+def test_a_lock_files_hashes_bind_a_pulled_image(tmp_path: Path, hostile: HostileRegistry) -> None:
+    wheel = make_wheel(tmp_path, "evil-pkg", "1.0")
+    import hashlib
+
+    lock = tmp_path / "requirements.txt"
+    lock.write_text(f"evil-pkg==1.0 --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}\n")
+    from repoinstall import Repo
+    from repoinstall._install.locked import read
+
+    with Repo(tmp_path / "probe") as repo:
+        requested = read(str(lock))
+        assert not isinstance(requested, list)
+        tid = repo.resolve(requested)
+    assert tid is not None
+    hostile.repository = "evil-lock"
+    hostile.image(tag_for(tid), ENV, [(tar_of(dist), NOTES)])  # its sha256 is not the lock's
+    done = run("ensure", "-r", lock, "--repo", tmp_path / "repo", "--from", f"{hostile.host}/evil-lock",
+               "--plain-http", "--index-url", STOPPED)  # fmt: skip
+    assert done.returncode == 1 and "does not name (by its artifact's sha256)" in done.stderr, done.stderr
+    assert nothing_stored(tmp_path / "repo")
+
+
+def test_credentials_and_tls_as_users_have_them(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, "private-pkg", "1.0")
+    certs = make_certificates(tmp_path / "certs")
+    auth = tmp_path / "auth.json"
+    secret = "s3cret-never-shown"
+    with registry(tmp_path / "reg", users={"alice": secret}, certificate=certs.server, client_ca=certs.ca) as found:
+
+        def write_auth(password: str) -> None:
+            encoded = base64.b64encode(f"alice:{password}".encode()).decode()
+            auth.write_text(json.dumps({"auths": {found.host: {"auth": encoded}}}))
+
+        tls = ["--registry-ca", str(certs.ca), "--registry-client-cert", str(certs.client)]
+        where = f"{found.host}/private"
+        write_auth(secret)
+        env = isolated_env(REGISTRY_AUTH_FILE=str(auth))
+        pushed = run("push", where, "private-pkg==1.0", "--repo", tmp_path / "one", "--no-index", "-f", wheels, *tls,
+                     env=env)  # fmt: skip
+        assert pushed.returncode == 0, pushed.stderr
+        assert secret not in pushed.stdout + pushed.stderr
+        # Refused credentials: one line, the secret never shown, nothing stored.
+        write_auth("wrong-" + secret)
+        done = run("ensure", "private-pkg==1.0", "--repo", tmp_path / "two", "--from", where, "--index-url", STOPPED,
+                   *tls, env=env)  # fmt: skip
+        assert done.returncode == 1 and "refused the credentials" in done.stderr, done.stderr
+        assert secret not in done.stdout + done.stderr and nothing_stored(tmp_path / "two")
+        # No client certificate: the TLS handshake fails, one line.
+        done = run("ensure", "private-pkg==1.0", "--repo", tmp_path / "two", "--from", where, "--index-url", STOPPED,
+                   "--registry-ca", str(certs.ca), env=env)  # fmt: skip
+        assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        # A netrc entry works where no auth file names the host.
+        netrc = tmp_path / "netrc"
+        netrc.write_text(f"machine {found.host.split(':')[0]} login alice password {secret}\n")
+        netrc.chmod(0o600)
+        env = isolated_env(NETRC=str(netrc), DOCKER_CONFIG=str(tmp_path / "none"))
+        done = run("ensure", "private-pkg==1.0", "--repo", tmp_path / "two", "--from", where, "--index-url", STOPPED,
+                   *tls, "--json", env=env)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        listed = json.loads(run("list", "--repo", tmp_path / "two", "--json").stdout)
+        assert listed["trees"][0]["installer"] == "oci-image"
+    shutil.rmtree(tmp_path / "reg", ignore_errors=True)
