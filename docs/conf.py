@@ -59,6 +59,8 @@ nitpick_ignore_regex = [
     # the engines' shared core): documented in the code for its readers, not on the site.
     (r"py:.*", r"repoinstall\._.*"),
     (r"py:.*", r"(Requested|TreeId|Artifact|Dist|Packages\.\w+|repoinstall\.ray\.RuntimeEnvContext)"),
+    # The OCI client's values (a registry reference, its settings, what a push made): private too.
+    (r"py:.*", r"(Reference|Settings|Pushed)"),
 ]
 
 #: The engine adapters' own engines, where this environment lacks them (``pip install '.[docs]'`` alone).
