@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from common import PACKAGES, machine
 from common import build as build_wheels
-from rayworld import environment, head_temp_dir, temp_dir  # tests/support, put on sys.path by common
+from rayworld import environment, head_args, head_temp_dir, temp_dir  # tests/support, put on sys.path by common
 from servers import _bin, _wait_up, free_port
 
 from repoinstall import Repo
@@ -101,12 +101,7 @@ def run(work: Path, server: CountingPypiServer, nodes: int, rounds: int) -> None
     cluster = Cluster(
         initialize_head=True,
         connect=True,
-        head_node_args={
-            **node,
-            "include_dashboard": False,
-            "temp_dir": str(head_temp_dir(work)),
-            "runtime_env_dir_name": "rr0",
-        },
+        head_node_args={**node, **head_args(work), "runtime_env_dir_name": "rr0"},
     )
     try:
         for n in range(1, nodes):

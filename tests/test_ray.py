@@ -42,8 +42,7 @@ def cluster() -> Iterator[Cluster]:
         for key, value in env.items():
             patch.setenv(key, value)
         node = {"num_cpus": 2, "object_store_memory": 80 << 20}
-        head = {**node, "include_dashboard": False, "temp_dir": str(rayworld.head_temp_dir(temp))}
-        built = Cluster(initialize_head=True, connect=True, head_node_args=head)
+        built = Cluster(initialize_head=True, connect=True, head_node_args={**node, **rayworld.head_args(temp)})
         try:
             built.add_node(**node)
             built.wait_for_nodes()

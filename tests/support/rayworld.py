@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from helpers import isolated_env
 
@@ -53,6 +54,13 @@ def temp_dir(prefix: str = "ray") -> Iterator[Path]:
 def head_temp_dir(temp: Path) -> Path:
     """The head node's ``temp_dir`` under :func:`temp_dir`'s directory: Ray's default one there."""
     return temp / "ray"
+
+
+def head_args(temp: Path) -> dict[str, Any]:
+    """The head node's arguments beside its resources: no dashboard, :func:`head_temp_dir`, and a free port for its
+    dashboard agent (Ray's default for a head is the fixed 52365, which another local cluster may hold; the nodes
+    ``Cluster.add_node`` adds later get a free one already)."""
+    return {"include_dashboard": False, "temp_dir": str(head_temp_dir(temp)), "dashboard_agent_listen_port": 0}
 
 
 def environment(temp: Path, plugins: str) -> dict[str, str]:
