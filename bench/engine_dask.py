@@ -129,14 +129,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per N (the median is shown)")
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
-    # Workers are processes started from here: they get pip isolated and import repoinstall from this checkout.
-    os.environ.clear()
-    os.environ.update(isolated_env(PYTHONPATH=str(ROOT)))
-    import distributed
+    with tempfile.TemporaryDirectory(prefix="daskb-") as tmp:
+        # Workers are processes started from here: they get pip isolated, import repoinstall from this checkout
+        # and have ``tmp`` as their temp dir; the scheduler's and the workers' scratch spaces are there too
+        # (Dask's "temporary-directory", which the nannies hand their workers).
+        os.environ.clear()
+        os.environ.update(isolated_env(PYTHONPATH=str(ROOT), TMPDIR=tmp))
+        import dask
+        import distributed
 
-    print(f"{machine()}; distributed {distributed.__version__}; {rounds} round(s), medians")
-    print(f"packages: {', '.join(SPECS)} (3 trees, {len(ADAPTORS) + len(LIBRARIES)} distinct wheels)")
-    with tempfile.TemporaryDirectory() as tmp:
+        dask.config.set({"temporary-directory": tmp})
+        print(f"{machine()}; distributed {distributed.__version__}; {rounds} round(s), medians")
+        print(f"packages: {', '.join(SPECS)} (3 trees, {len(ADAPTORS) + len(LIBRARIES)} distinct wheels)")
         wheels = Path(tmp, "wheels")
         build(wheels)
         index = IndexServer(wheels).start()

@@ -21,14 +21,13 @@ import os
 import re
 import statistics
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from common import PACKAGES, ROOT, machine
+from common import PACKAGES, machine
 from common import build as build_wheels
-from helpers import isolated_env  # tests/support, put on sys.path by common
+from rayworld import environment, head_args, head_temp_dir, temp_dir  # tests/support, put on sys.path by common
 from servers import _bin, _wait_up, free_port
 
 from repoinstall import Repo
@@ -78,8 +77,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, choices=(1, 2), default=2)
     args = parser.parse_args()
     rounds = 1 if args.quick else 3
-    with tempfile.TemporaryDirectory(prefix="rayb-") as tmp:
-        work = Path(tmp)
+    with temp_dir("rayb-") as work:  # short: Ray's sockets are under it
         build_wheels(work / "wheels")
         server = CountingPypiServer(work / "wheels", work)
         try:
@@ -89,17 +87,11 @@ def main() -> None:
 
 
 def run(work: Path, server: CountingPypiServer, nodes: int, rounds: int) -> None:
-    # Every Ray process: this machine's pip configuration off and no pip cache (so both ways download what they
-    # install), no token auth, no usage stats, 127.0.0.1, this checkout of repoinstall, the plugin registered.
-    env = isolated_env(
-        RAY_AUTH_MODE="disabled",
-        RAY_USAGE_STATS_ENABLED="0",
-        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
-        RAY_RUNTIME_ENV_PLUGINS=PLUGINS,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])),
-    )
+    # Every Ray process, this one too: this machine's pip configuration off and no pip cache (so both ways
+    # download what they install), no token auth, no usage stats, 127.0.0.1, ``work`` as Ray's temp dir (nothing
+    # from an earlier Ray needed, nothing left behind), this checkout of repoinstall, the plugin registered.
     os.environ.clear()
-    os.environ.update(env)
+    os.environ.update(environment(work, PLUGINS))
     import ray
     from ray.cluster_utils import Cluster
 
@@ -109,12 +101,7 @@ def run(work: Path, server: CountingPypiServer, nodes: int, rounds: int) -> None
     cluster = Cluster(
         initialize_head=True,
         connect=True,
-        head_node_args={
-            **node,
-            "include_dashboard": False,
-            "temp_dir": str(work / "ray"),
-            "runtime_env_dir_name": "rr0",
-        },
+        head_node_args={**node, **head_args(work), "runtime_env_dir_name": "rr0"},
     )
     try:
         for n in range(1, nodes):
@@ -195,7 +182,8 @@ _SEEDS = ("pip-", "setuptools-", "wheel-", "_virtualenv")
 
 def in_venvs(work: Path) -> tuple[int, int]:
     """Virtualenvs Ray's pip plugin made since the last call, and the distributions pip installed into them."""
-    found = {p.resolve() for p in (work / "ray").glob("session_*/rr*/pip/*/virtualenv")}  # session_latest too
+    sessions = head_temp_dir(work)
+    found = {p.resolve() for p in sessions.glob("session_*/rr*/pip/*/virtualenv")}  # session_latest too
     venvs = found - _seen_venvs
     _seen_venvs.update(venvs)
     dists = [d for v in venvs for d in v.glob("lib/python*/site-packages/*.dist-info")]

@@ -289,16 +289,24 @@ def test_each_task_sees_its_version_and_isolated_is_for_a_process_that_holds_ano
 
 def test_threads_pool_refuses_a_second_version_while_a_task_runs_with_the_first(cluster: Cluster) -> None:
     # In a threads pool two tasks share sys.path: while one() has 1.0 on the path (not imported yet), two() must
-    # not put 2.0 ahead of it (one() would import 2.0).
+    # not put 2.0 ahead of it (one() would import 2.0). A threads worker of its own (queue c): in the module's,
+    # another test's one() may have imported adaptor-a already, which refuses two() for that reason instead.
+    pod = worker(cluster.work, "tasks", "threads", "c")
     mark, release = cluster.work / "running", cluster.work / "release"
     mark.mkdir()
-    running = cluster.client.send_task("tasks.one", args=(str(mark), 1, str(release)), queue="b")
-    wait_until(lambda: any(mark.iterdir()), TIMEOUT, what="one() to start")
-    with pytest.raises(ActivationConflict) as refused:
-        cluster.call("two", "b")
-    assert "a task running now holds adaptor-a 1.0, this task holds adaptor-a 2.0" in str(refused.value)
-    release.touch()
-    assert running.get(timeout=TIMEOUT)[0] == "1.0"
+    try:
+        wait_for_stderr(pod, " ready.", timeout=TIMEOUT)
+        running = cluster.client.send_task("tasks.one", args=(str(mark), 1, str(release)), queue="c")
+        wait_until(lambda: any(mark.iterdir()), TIMEOUT, what="one() to start")
+        with pytest.raises(ActivationConflict) as refused:
+            cluster.call("two", "c")
+        assert "a task running now holds adaptor-a 1.0, this task holds adaptor-a 2.0" in str(refused.value)
+        release.touch()
+        assert running.get(timeout=TIMEOUT)[0] == "1.0"
+    finally:
+        release.touch()
+        output = stop(pod)
+    assert pod.returncode == 0, output[-3000:]
 
 
 def test_threads_pool_takes_a_tree_off_the_path_when_its_last_task_ends(cluster: Cluster) -> None:

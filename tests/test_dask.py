@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dask import config as dask_config
 from distributed import Client, LocalCluster, get_worker
 from helpers import isolated_env, run, wait_until
 from indexserver import IndexServer
@@ -78,11 +79,13 @@ def dask(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     for name in ("dk-d", "dk-f", "dk-g", "dk-h", "dk-r"):
         make_wheel(wheels, name, "1.0")
     index = IndexServer(wheels).start()
-    # Every worker process, the first two and each one added later, gets pip isolated from this machine and
-    # imports repoinstall from this checkout.
+    # Every worker process, the first two and each one added later, gets pip isolated from this machine, imports
+    # repoinstall from this checkout and has the cluster's temp dir as its own; the scheduler's and the workers'
+    # scratch spaces are there too (Dask's "temporary-directory", which the nannies hand their workers).
+    temp = tmp_path_factory.mktemp("dask-tmp")
     worker_env = {k: v for k, v in isolated_env(PYTHONPATH=str(ROOT)).items() if k.startswith(("PIP_", "UV_"))}
-    worker_env.update(NETRC=os.devnull, PYTHONPATH=str(ROOT))
-    with pytest.MonkeyPatch.context() as env:
+    worker_env.update(NETRC=os.devnull, PYTHONPATH=str(ROOT), TMPDIR=str(temp))
+    with pytest.MonkeyPatch.context() as env, dask_config.set({"temporary-directory": str(temp)}):
         for key in [k for k in os.environ if k.startswith(("PIP_", "UV_", "REPOINSTALL_"))]:
             env.delenv(key)
         for key, value in worker_env.items():

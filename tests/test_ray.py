@@ -5,16 +5,15 @@ One cluster for the module (a 2-node cluster takes ~10 s to start on 2 cores).""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import rayworld
 from helpers import isolated_env
 from indexserver import IndexServer
 
@@ -31,33 +30,19 @@ import repoinstall.ray as rr  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 
-#: Every cluster process: this machine's pip configuration off, no pip cache (the index sees every download),
-#: token auth off (a local test cluster), no usage stats, this checkout of repoinstall importable.
-CLUSTER_ENV = {
-    "RAY_AUTH_MODE": "disabled",
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_RUNTIME_ENV_PLUGINS": rr.PLUGINS,
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-}
-
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster() -> Iterator[Cluster]:
-    """A head node and one more raylet node, 2 CPUs each, on 127.0.0.1, with the plugin registered."""
-    temp = tempfile.mkdtemp(prefix="rayt-")  # short: Ray's socket paths live under it
-    env = isolated_env(**CLUSTER_ENV)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    with pytest.MonkeyPatch.context() as patch:
+    """A head node and one more raylet node, 2 CPUs each, on 127.0.0.1, with the plugin registered, in a temp dir
+    and environment of their own (tests/support/rayworld.py)."""
+    with rayworld.temp_dir() as temp, pytest.MonkeyPatch.context() as patch:
+        env = rayworld.environment(temp, rr.PLUGINS)
         for key in set(os.environ) - set(env):
             patch.delenv(key)
         for key, value in env.items():
             patch.setenv(key, value)
         node = {"num_cpus": 2, "object_store_memory": 80 << 20}
-        built = Cluster(
-            initialize_head=True,
-            connect=True,
-            head_node_args={**node, "include_dashboard": False, "temp_dir": temp},
-        )
+        built = Cluster(initialize_head=True, connect=True, head_node_args={**node, **rayworld.head_args(temp)})
         try:
             built.add_node(**node)
             built.wait_for_nodes()
@@ -65,7 +50,6 @@ def cluster() -> Iterator[Cluster]:
         finally:
             ray.shutdown()
             built.shutdown()
-            shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.fixture
