@@ -27,6 +27,8 @@ def _isolated_pip(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for key in [k for k in os.environ if k.startswith(("PIP_", "UV_", "REPOINSTALL_"))]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    # The tools of this environment first (uv, python): the same ones an activated venv would give.
+    monkeypatch.setenv("PATH", os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
     monkeypatch.setenv("NETRC", os.devnull)
     forget_settings()
     yield
