@@ -7,10 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-#: The installed version; pyproject.toml's ``version`` says the same (a test checks). A literal: reading the
-#: distribution's metadata would cost the warm path an importlib.metadata import.
-__version__ = "0.1.0"
-
 from ._errors import (
     ActivationConflict,
     InstallError,
@@ -28,6 +24,7 @@ from ._errors import (
 from ._options import InstallOptions, LockSettings
 from ._repo import Repo
 from ._results import EnsureResult, Event
+from ._version import VERSION as __version__
 
 if TYPE_CHECKING:
     from ._dstore.usage import StoreUsage

@@ -28,9 +28,9 @@ SPOKEN = frozenset({1})
 
 
 def _statement() -> bytes:
-    from .. import __version__
+    from .._version import VERSION
 
-    text = json.dumps({"format": FORMAT, "locks": PROTOCOL, "written_by": f"repoinstall {__version__}"})
+    text = json.dumps({"format": FORMAT, "locks": PROTOCOL, "written_by": f"repoinstall {VERSION}"})
     return (text + "\n").encode()
 
 

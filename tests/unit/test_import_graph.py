@@ -107,8 +107,8 @@ def test_result_values_import_nothing_from_the_package() -> None:
 #: never from a higher one: plain values at the bottom, the command line at the top.
 LAYERS = [
     # values and leaf helpers: settings, results, errors, logging, URLs, pip's configuration, text files, stopping
-    # installs and the worker threads that stop as one
-    {"_errors", "_results", "_options", "_log", "_urls", "_textfile", "_pipconfig", "_stop", "_batch"},
+    # installs and the worker threads that stop as one; the version
+    {"_version", "_errors", "_results", "_options", "_log", "_urls", "_textfile", "_pipconfig", "_stop", "_batch"},
     {"_store"},  # the repo on disk: layout, fs, identity, manifest, the check, locks
     {"_dstore"},  # the store of distributions, trees composed from it
     {"_requirements"},  # specs, bounded by the store's tree names

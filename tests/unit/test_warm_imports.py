@@ -36,6 +36,7 @@ WARM = {
     "repoinstall._store.layout",
     "repoinstall._store.manifest",
     "repoinstall._store.metadata",
+    "repoinstall._version",
 }
 #: Besides typer's own imports (and click's, which it loads as it parses): records are JSON, versions PEP 440,
 #: our modules' ``from __future__ import annotations``, and the built-in gc (main() freezes what was loaded).
