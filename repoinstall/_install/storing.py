@@ -81,19 +81,35 @@ def store_missing(
                 if held.peer_finished or _store.present(layout, dist):
                     continue  # a peer stored it while we waited (the same artifact's files)
                 mine.append((dist, line))
-            for dist, line in [(d, line) for d, line in mine if is_set(d.name) or is_locked(d.name)]:
-                # A set's or lock's own metapackage, a wheel made here of metadata alone: unpacked, no installer.
-                _unpack_own(layout, dist, line, os.path.join(scratch, f"own-{turn}-{dist.name}"))
-                installed.append(dist)
-            others = [(d, line) for d, line in mine if not (is_set(d.name) or is_locked(d.name))]
-            for number, group in enumerate(_runs(others)):
-                where = os.path.join(scratch, f"store-{turn}-{number}")
-                built = _install(layout, options, group, where, write, what)
-                installed += [dist for dist, _ in group]
+            built = install_now(layout, options, mine, os.path.join(scratch, f"store-{turn}"), write, what) or built
+            installed += [dist for dist, _ in mine]
         todo = [(dist, line) for dist, line in todo if not _store.present(layout, dist)]
     if todo:
         raise InstallError(f"{what}: {todo[0][0]} is still not stored after {_ROUNDS} rounds of installing it")
     return installed, built
+
+
+def install_now(
+    layout: Layout,
+    options: InstallOptions,
+    mine: Sequence[tuple[DistId, str]],
+    scratch: str,
+    write: Callable[[str, bytes], str],
+    what: str,
+) -> Built | None:
+    """Store ``mine`` now, whoever holds their locks (the caller does, or goes without): the installer's runs
+    first, then a set's or lock's own metapackage, so an installer that fails (a hash that does not match) stores
+    nothing of a tree that cannot be; its last installer run (``None``: it needed none). Its scratch dirs are new
+    ones named ``scratch`` and a suffix."""
+    own = [(d, line) for d, line in mine if is_set(d.name) or is_locked(d.name)]
+    others = [(d, line) for d, line in mine if not (is_set(d.name) or is_locked(d.name))]
+    built = None
+    for number, group in enumerate(_runs(others)):
+        built = _install(layout, options, group, f"{scratch}-{number}", write, what)
+    for dist, line in own:
+        # A set's or lock's own metapackage, a wheel made here of metadata alone: unpacked, no installer.
+        _unpack_own(layout, dist, line, f"{scratch}-own-{dist.name}")
+    return built
 
 
 def _unpack_own(layout: Layout, dist: DistId, line: str, scratch: str) -> None:

@@ -6,7 +6,8 @@ A stored distribution (``store/<env>/<name>/<version>-<sha16>/``) is HELD, and k
 * one of its files has more than one link: a tree is made of links of the store's files, so a tree holds them
   whether or not it has a record (one published a moment ago, one whose record was lost, one being composed in
   its staging dir, one in trash/ not yet deleted);
-* its directory is younger than ``max(--older-than, --stale-after)``: see :meth:`StoreCollection.stored_dist`;
+* its directory is younger than ``max(--older-than, --stale-after)`` (by its mtime): see
+  :meth:`StoreCollection.stored_dist`;
 * its lock (``store-locks/<env>/<name>/<leaf>.lock``) is held, or cannot be had here: gc takes it without
   waiting before it removes anything, as it takes a tree's.
 
@@ -80,15 +81,15 @@ class StoreCollection(Sweep):
         its lock is held. Said as a :class:`Removal` when it goes; why it stays, in the log."""
         parts = (STORE, env, name, leaf)
         path = self.layout.path(*parts)
-        # Invariant: a batch publishes a distribution into the store (a rename), then composes the trees that use
-        # it (links), then publishes and records them. Between the first and the second step nothing links it
-        # and no record names it: only its age says it is wanted, so it is kept while younger than the stale
-        # threshold (and --older-than). A batch stopped there for longer has lost its staging dir to gc by the
-        # same rule (its heartbeat stopped). Whatever gc takes from under a compose (that one, or a batch that
-        # found an old unheld distribution present just before gc took it) fails that compose: gc renames before
-        # it deletes, and compose checks that each stored dir is still at its path after walking it (so a tree is
-        # never published short of files). Installers taking the distribution's lock while they compose would
-        # spare them the failure.
+        # Invariant: a stored distribution goes only under its lock (taken without waiting), after looking again
+        # under it that no file of it is linked and no record names it. A tree composed from it holds it by its
+        # links from the first one on (and by its record once published), so gc never takes what a tree holds.
+        # An ensure that looked it up before we took it, and composes from it lock-free, finds it gone (compose
+        # checks each stored dir is still at its path after linking it: we rename before we delete), stores it
+        # again and composes anew holding the lock of every distribution of its tree, which keeps us out
+        # (repoinstall._install.composing): gc never fails a live ensure, at worst makes it install one again.
+        # The age rule only spares that work: a batch publishes a distribution (a rename), then composes the
+        # trees that use it, and between the two nothing but its age says it is wanted.
         young = max(self.older_than, self.settings.stale_after)
         why = self._held_on_disk(parts, young)
         if why is not None:
@@ -124,13 +125,13 @@ class StoreCollection(Sweep):
 
     def _held_on_disk(self, parts: tuple[str, ...], young: float) -> str | None:
         """Why the stored distribution at ``parts`` is held by what is on disk (``None`` if it is not): it is
-        younger than ``young`` seconds, or a file of it has another link (a tree's). Its age is the newer of its
-        directory's mtime and ctime: the rename that published it sets the ctime."""
+        younger than ``young`` seconds, or a file of it has another link (a tree's). Its age is its directory's
+        mtime: its last entry was made as it was staged, moments before the rename that published it, and nothing
+        is added to a stored distribution after (an operator may set it back, as ``touch -d`` does)."""
         with self._dir(parts) as directory:
             if directory is None:
                 return "gone already"
-            info = os.fstat(directory)
-            age = self.now - max(info.st_mtime, info.st_ctime)
+            age = self.now - os.fstat(directory).st_mtime
             if age < young:
                 return f"stored {max(age, 0):.0f}s ago (younger than {young:g}s: a batch may be composing trees of it)"
             return _linked(directory)
