@@ -27,7 +27,9 @@ from .._dstore import store as _store
 from .._dstore.audit import fit
 from .._dstore.compose import freeze, read_only
 from .._dstore.identity import DistId
+from .._dstore.inventory import Stored
 from .._dstore.split import split
+from .._dstore.strays import at_entry, clear
 from .._errors import InstallError
 from .._options import InstallOptions
 from .._requirements import Requested
@@ -59,6 +61,10 @@ def store_missing(
     """Make every distribution of ``planned`` (each with its pinned line) stored; those this call installed, and
     its last installer run (``None`` if it needed none). ``checked``: those this process stored or hashed whole
     moments ago (its batch did, see :mod:`.prefill`)."""
+    for dist, _ in planned:
+        # Before any installer runs: a symlink or file where its directories belong refused, a stray at its path
+        # (a file, a FIFO: nothing the store makes) set aside, so what the installer makes can be published.
+        clear(layout, dist, locking=locks.settings.enabled)
     # Each one hashed whole before it is linked into another tree: a changed one is set aside and installed afresh.
     # One in ``checked`` is only looked up: the tree's own verify hashes every file it links anyway, so trusting a
     # check this process made moments ago can cost a failed tree, never a tampered one published.
@@ -85,7 +91,10 @@ def store_missing(
             installed += [dist for dist, _ in mine]
         todo = [(dist, line) for dist, line in todo if not _store.present(layout, dist)]
     if todo:
-        raise InstallError(f"{what}: {todo[0][0]} is still not stored after {_ROUNDS} rounds of installing it")
+        dist = todo[0][0]
+        thing = at_entry(layout, Stored.of(dist))
+        there = f"; {thing.named} is at {_store.path(layout, dist)}" if thing is not None else ""
+        raise InstallError(f"{what}: {dist} is still not stored after {_ROUNDS} rounds of installing it{there}")
     return installed, built
 
 
@@ -193,6 +202,7 @@ def publish(layout: Layout, dist: DistId, staged: str) -> None:
     if (problem := _store.check(staged, dist)) is not None:
         raise InstallError(problem)
     read_only(staged)
+    clear(layout, dist, locking=False)  # a stray at its path (set aside), or a symlink (refused)
     if not _store.publish(layout, dist, staged):
         _log.logger().debug("%s: a peer stored it first; using theirs", dist)
         return

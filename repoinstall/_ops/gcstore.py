@@ -12,9 +12,10 @@ A stored distribution (``store/<env>/<name>/<version>-<sha16>/``) is HELD, and k
   waiting before it removes anything, as it takes a tree's.
 
 What is not held is renamed into trash/ and deleted there (:meth:`Layout.discard`), every directory opened without
-following a symlink: a symlink in store/ is reported and left alone, never followed. Empty ``store/<env>/<name>/``
-directories stay: a publisher makes them and renames into them without a lock, so removing one could fail a
-publish; there is one per project name, and nothing else is left of a removed distribution.
+following a symlink: a symlink in store/ is reported and left alone, never followed. A stray at a stored
+distribution's path (a file, a FIFO: :mod:`repoinstall._dstore.strays`) is set aside the same way. Empty
+``store/<env>/<name>/`` directories stay: a publisher makes them and renames into them without a lock, so removing
+one could fail a publish; there is one per project name, and nothing else is left of a removed distribution.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .._store import walk as _walk
 from .._store.layout import OWNER_SUFFIX, STORE, STORE_LOCKS
 from .._store.lockformat import STATE_SUFFIX
 from .._store.lockkey import LockKey
+from .._store.things import Thing, thing_at
 from .sweep import Removal, Sweep, kind_at
 
 
@@ -59,21 +61,45 @@ class StoreCollection(Sweep):
                 for leaf, kind in found:
                     if leaf.startswith("."):
                         continue  # not the store's: nothing it makes is hidden
-                    path = self.layout.path(STORE, env, name, leaf)
-                    if kind == _walk.LINK:
-                        self._leave_alone(path, f"a symlink in {STORE}/: left alone")
-                    elif kind != _walk.DIR or split_leaf(leaf) is None:
-                        self._leave_alone(path, f"not a stored distribution in {STORE}/: left alone")
+                    if kind != _walk.DIR:
+                        self._stray((STORE, env, name), leaf)
+                    elif split_leaf(leaf) is None:
+                        path = self.layout.path(STORE, env, name, leaf)
+                        self._leave_alone(
+                            path, f"a directory in {STORE}/ that is not a stored distribution", Thing.DIRECTORY
+                        )
                     elif not recorded.holds(env, name, leaf):
                         self.stored_dist(env, name, leaf)
 
+    def _stray(self, parts: tuple[str, ...], leaf: str) -> None:
+        """Something not a directory in ``store/<env>/<name>/``. At a stored distribution's path it is a stray, ours
+        to set aside (:mod:`repoinstall._dstore.strays`), once older than ``--older-than``; a symlink there, or
+        anything under another name, is named with its kind and left alone."""
+        with self._dir(parts) as directory:
+            thing = None if directory is None else thing_at(directory, leaf)
+            old = directory is not None and self._age(directory, leaf) >= self.older_than
+        if thing is None or thing is Thing.DIRECTORY:
+            return  # gone, or replaced by a directory since it was listed: the next gc looks again
+        path = self.layout.path(*parts, leaf)
+        if split_leaf(leaf) is None:
+            self._leave_alone(path, f"{thing.named} in {STORE}/ that is not a stored distribution", thing)
+        elif thing is Thing.SYMLINK:
+            self._leave_alone(path, "a symlink where a stored distribution belongs (never followed)", thing)
+        elif old:
+            self._discard("stray", parts, leaf, f"{thing.named} where a stored distribution belongs: not one")
+
     def _subdirs(self, parts: tuple[str, ...]) -> list[str]:
-        """The directories in ``parts`` (a symlink among them reported and left alone, hidden names skipped)."""
+        """The directories in ``parts`` (anything else among them, but hidden names, reported with its kind and
+        left alone: it stands where one of the repo's directories belongs)."""
         with self._dir(parts) as directory:
             found = [] if directory is None else _walk.entries(directory)
-        for name, kind in found:
-            if kind == _walk.LINK:
-                self._leave_alone(self.layout.path(*parts, name), f"a symlink in {parts[0]}/: left alone")
+            things = {n: thing_at(directory, n) for n, k in found if k != _walk.DIR and directory is not None}
+        for name, thing in things.items():
+            path = self.layout.path(*parts, name)
+            if thing is Thing.SYMLINK:
+                self._leave_alone(path, f"a symlink in {parts[0]}/")
+            elif thing is not None and not name.startswith("."):
+                self._leave_alone(path, f"{thing.named} where a repo directory belongs", thing)
         return [name for name, kind in found if kind == _walk.DIR and not name.startswith(".")]
 
     def stored_dist(self, env: str, name: str, leaf: str) -> None:

@@ -17,10 +17,14 @@ from .._store import fs as _fs
 from .._store import walk as _walk
 from .._store.layout import TRASH, Layout, read_only_filesystem
 from .._store.lockformat import last_sign_of_life, members
+from .._store.things import Thing, thing_at
 
 
 class Removal(NamedTuple):
-    kind: str  # staging, trash, lock, note, temp, tree, dist, cache, symlink
+    #: What was removed: staging, trash, lock, note, temp, tree, dist, stray (a
+    #: non-directory where a stored distribution belongs), cache; or what was left alone: symlink, file, fifo,
+    #: socket, device, dir.
+    kind: str
     path: str
     reason: str
     done: bool
@@ -80,9 +84,9 @@ class Sweep:
         root = self.layout.root_fd()
         fd = None if root is None else _fs.open_dir(root, parts)
         if fd is None:
-            if root is not None and (kind := kind_at(root, "/".join(parts))) not in (None, _walk.DIR):
-                what = "a symlink" if kind == _walk.LINK else "not a directory"
-                self._leave_alone(self.layout.path(*parts), f"{what} where a repo directory belongs: left alone")
+            thing = None if root is None else thing_at(root, "/".join(parts))
+            if thing is not None and thing is not Thing.DIRECTORY:
+                self._leave_alone(self.layout.path(*parts), f"{thing.named} where a repo directory belongs", thing)
             yield None
             return
         try:
@@ -90,12 +94,13 @@ class Sweep:
         finally:
             os.close(fd)
 
-    def _leave_alone(self, path: str, reason: str) -> None:
+    def _leave_alone(self, path: str, why: str, thing: Thing = Thing.SYMLINK) -> None:
         """Report ``path`` (a symlink, or something else where a directory belongs) as left alone, once: several
-        passes walk the same directories (lock debris, temporaries and empty lock directories all walk locks/)."""
+        passes walk the same directories (lock debris, temporaries and empty lock directories all walk locks/).
+        Its kind is what it is (``symlink``, ``fifo``, ``file``...); ``why`` says where it stands."""
         if path not in self._left_alone:
             self._left_alone.add(path)
-            self.found.append(Removal("symlink", path, reason, False))
+            self.found.append(Removal(thing.key, path, f"{why}: left alone", False))
 
     def _age(self, dir_fd: int, name: str) -> float:
         try:

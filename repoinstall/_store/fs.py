@@ -305,8 +305,7 @@ def _descend(dir_fd: int, parts: Sequence[str], where: str, *, create: bool) -> 
                 return None
             except OSError as error:
                 if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                    shown = os.path.join(where, *parts[: index + 1])
-                    raise RepoUnusable(f"{shown} is not a directory (a symlink or file is in the way)") from None
+                    raise RepoUnusable(in_the_way(fd, part, os.path.join(where, *parts[: index + 1]))) from None
                 raise
             os.close(fd)
             fd = nxt
@@ -316,6 +315,16 @@ def _descend(dir_fd: int, parts: Sequence[str], where: str, *, create: bool) -> 
     except BaseException:
         os.close(fd)
         raise
+
+
+def in_the_way(dir_fd: int, name: str, shown: str) -> str:
+    """One line saying that ``name`` below ``dir_fd`` (``shown`` in full) is not the directory it should be, and
+    what it is instead: a symlink, a regular file, a FIFO, a socket or a device."""
+    from .things import Thing, thing_at  # here: only an error needs it
+
+    thing = thing_at(dir_fd, name)
+    what = thing.named if thing is not None and thing is not Thing.DIRECTORY else "a symlink or file"
+    return f"{shown} is not a directory ({what} is in the way)"
 
 
 def read_json(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22) -> dict[str, object] | None:
