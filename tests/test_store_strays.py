@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import document, ensure_args, run
+from helpers import document, ensure_args, finish, import_version, run, start, wait_until
 from indexserver import IndexServer
 from storecheck import assert_store_whole
 
@@ -211,3 +213,60 @@ def test_a_failed_install_of_a_lock_leaves_nothing_in_the_store(tmp_path: Path, 
     # The lock's own metapackage is stored after its installer run, which failed: nothing of it is there.
     assert not list((repo / "store").glob("*/locked-*")), "its metapackage stored for a tree that cannot be"
     assert not list((repo / "store-locks").glob("*/locked-*"))
+
+
+def test_gc_leaves_nothing_of_a_lock_whose_tree_went(tmp_path: Path, index: IndexServer) -> None:
+    # Whatever leaves a lock's metapackage stored and unheld (its tree removed; a tree that failed its check after
+    # it was composed), gc takes it and then the directory of its name: one per lock would otherwise stay for good.
+    lock = _pip_lock(tmp_path, index)
+    repo = tmp_path / "repo"
+    done = run("ensure", "-r", lock, "--repo", repo, "--json", *LOCK)
+    assert done.returncode == 0, done.stderr
+    package = document(done.stdout)["packages"][0]
+    tree = f"{package['name']}=={package['version']}"
+    assert run("remove", tree, "--repo", repo, *LOCK).returncode == 0
+    [name] = (repo / "store").glob("*/locked-*")
+    old = time.time() - 7200
+    for stored in (repo / "store").glob("*/*/*"):
+        os.utime(stored, (old, old))
+    gc = run("gc", "--repo", repo, "--json", "--older-than", "0", *LOCK)
+    assert gc.returncode == 0, gc.stdout + gc.stderr
+    removed = {(r["kind"], r["path"]) for r in document(gc.stdout)["removed"] if r["done"]}
+    assert ("store", str(name)) in removed, removed
+    assert not list((repo / "store").glob("*/*")), "every distribution and its name's directory went"
+    assert not list((repo / "store-locks").glob("*/*"))
+
+
+def test_gc_removes_empty_store_directories(repo: Path, index: IndexServer) -> None:
+    assert run(*ensure_args(repo, index.url, "adaptor-a==1.0")).returncode == 0
+    env = repo / "store" / environment_tag()
+    (env / "locked-0123456789abcdef").mkdir()  # what a failed lock install of an earlier release left
+    old = time.time() - 7200
+    os.utime(env / "locked-0123456789abcdef", (old, old))
+    gc = run("gc", "--repo", repo, "--json", "--older-than", "0", *LOCK)
+    assert gc.returncode == 0, gc.stdout + gc.stderr
+    gone = [(r["kind"], r["path"], r["done"]) for r in document(gc.stdout)["removed"] if r["kind"] == "store"]
+    assert gone == [("store", str(env / "locked-0123456789abcdef"), True)], gone
+    assert (env / "adaptor-a").is_dir(), "a name with a stored distribution keeps its directory"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("strace"), reason="needs root and strace")
+def test_gc_removing_an_empty_store_directory_as_a_publisher_renames_into_it_fails_no_ensure(
+    repo: Path, index: IndexServer
+) -> None:
+    # The publisher made store/<env>/adaptor-d/ and is about to rename its staged distribution into it (that rename
+    # held back 5 s by strace); gc removes the directory, empty. The rename finds it gone: the publisher makes it
+    # again and renames again.
+    stored = repo / "store" / environment_tag() / "adaptor-d" / _leaf(index, "adaptor-d")
+    inject = "inject=renameat2:delay_enter=5000000:when=1"
+    strace = ("strace", "-f", "-qq", "-o", os.devnull, "-P", str(stored.parent), "-e", "trace=renameat2", "-e", inject)
+    pod = start(*ensure_args(repo, index.url, "adaptor-d==1.0"), prefix=strace)
+    wait_until(lambda: stored.parent.is_dir() and index.downloads("adaptor_d") == 1, timeout=60, what="the publish")
+    gc = run("gc", "--repo", repo, "--json", "--older-than", "0", *LOCK)
+    assert gc.returncode == 0, gc.stdout + gc.stderr
+    gone = [r["path"] for r in document(gc.stdout)["removed"] if r["kind"] == "store" and r["done"]]
+    assert gone == [str(stored.parent)], gc.stdout
+    code, out, err = finish(pod, timeout=120)
+    assert code == 0, err
+    assert stored.is_dir() and import_version(document(out)["packages"][0]["path"], "adaptor_d") == "1.0"
+    assert_store_whole(repo)

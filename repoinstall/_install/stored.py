@@ -102,12 +102,15 @@ def build(
 ) -> tuple[Built, int]:
     """Compose the tree ``tid`` at ``target`` from the store, installing what it lacks first (see
     :mod:`.storing`); what built it, and how many distributions this call installed into the store."""
+    from .._store.identity import is_locked
     from .backends.run import Built as _Built
     from .backends.run import backend
     from .composing import compose_stored
-    from .locked import artifacts_of
+    from .locked import artifacts_of, check_planned
     from .storing import install_now, store_missing
 
+    if is_locked(tid.name):  # before anything is stored: else its own metapackage would be, for nothing
+        check_planned(tid, requested.members, [dist for dist, _ in planned])
     installed, built = store_missing(layout, locks, options, planned, scratch, write, str(tid), checked)
     if not installed:
         _log.logger().info("%s: every distribution is in the store; composing it", tid)

@@ -14,8 +14,8 @@ A stored distribution (``store/<env>/<name>/<version>-<sha16>/``) is HELD, and k
 What is not held is renamed into trash/ and deleted there (:meth:`Layout.discard`), every directory opened without
 following a symlink: a symlink in store/ is reported and left alone, never followed. A stray at a stored
 distribution's path (a file, a FIFO: :mod:`repoinstall._dstore.strays`) is set aside the same way. Empty
-``store/<env>/<name>/`` directories stay: a publisher makes them and renames into them without a lock, so removing
-one could fail a publish; there is one per project name, and nothing else is left of a removed distribution.
+``store/<env>/<name>/`` directories go by rmdir: a publisher that renames into one as it goes makes it again (see
+:meth:`StoreCollection._empty_name`).
 """
 
 from __future__ import annotations
@@ -70,6 +70,23 @@ class StoreCollection(Sweep):
                         )
                     elif not recorded.holds(env, name, leaf):
                         self.stored_dist(env, name, leaf)
+                self._empty_name((STORE, env, name))
+
+    def _empty_name(self, parts: tuple[str, ...]) -> None:
+        """Remove ``store/<env>/<name>/`` once nothing is stored under it (what failed installs of a lock's tree left,
+        one per lock, and every name whose distributions went).
+
+        Invariant: rmdir, which removes only an empty directory and never follows a link, so a distribution a peer
+        renamed in first keeps it; and a peer that made or opened it before it went, and renames into it after,
+        finds it gone, makes it again and renames again (:func:`repoinstall._dstore.store.publish`). No lock: a
+        publisher takes none to rename into it."""
+        path = self.layout.path(*parts)
+        if self.dry_run:
+            with self._dir(parts) as directory:
+                if directory is not None and not os.listdir(directory):
+                    self.found.append(Removal("store", path, "empty store directory", False))
+        elif self.layout.prune(parts):
+            self.found.append(Removal("store", path, "empty store directory", True))
 
     def _stray(self, parts: tuple[str, ...], leaf: str) -> None:
         """Something not a directory in ``store/<env>/<name>/``. At a stored distribution's path it is a stray, ours

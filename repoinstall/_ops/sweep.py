@@ -21,7 +21,7 @@ from .._store.things import Thing, thing_at
 
 
 class Removal(NamedTuple):
-    #: What was removed: staging, trash, lock, note, temp, tree, dist, stray (a
+    #: What was removed: staging, trash, lock, note, temp, tree, dist, store (an empty store directory), stray (a
     #: non-directory where a stored distribution belongs), cache; or what was left alone: symlink, file, fifo,
     #: socket, device, dir.
     kind: str
