@@ -26,13 +26,16 @@ def present(layout: Layout, dist: DistId) -> bool:
     """Whether ``dist`` is stored: its dir is there with a dist-info naming it (its files are vouched for by the
     publish that put it there, and checked again by verify)."""
     root = layout.root_fd()
-    fd = None if root is None else fresh_dir(root, dist.parts())
-    if fd is None:
-        return False
     try:
-        return any(d.name and d.version for d in scan(fd) if dist.names(d.name, d.version))
-    finally:
-        os.close(fd)
+        fd = None if root is None else fresh_dir(root, dist.parts())
+        if fd is None:
+            return False
+        try:
+            return any(d.name and d.version for d in scan(fd) if dist.names(d.name, d.version))
+        finally:
+            os.close(fd)
+    except PermissionError as error:  # mode 000, another UID's: one line naming it, its owner and mode
+        raise _fs.denied(layout.root, error, dist.parts()) from None
 
 
 def check(staged: str, dist: DistId) -> str | None:

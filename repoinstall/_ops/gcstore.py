@@ -29,7 +29,7 @@ from .._dstore.held import Held, held
 from .._dstore.identity import split_leaf, stored_lock_key
 from .._store import walk as _walk
 from .._store.layout import OWNER_SUFFIX, STORE, STORE_LOCKS
-from .._store.lockformat import STATE_SUFFIX
+from .._store.lockformat import LOCK_SUFFIX, STATE_SUFFIX
 from .._store.lockkey import LockKey
 from .._store.things import Thing, thing_at
 from .sweep import Removal, Sweep, kind_at
@@ -170,14 +170,22 @@ class StoreCollection(Sweep):
         """Why the stored distribution at ``parts`` is held by what is on disk (``None`` if it is not): it is
         younger than ``young`` seconds, or a file of it has another link (a tree's). Its age is its directory's
         mtime: its last entry was made as it was staged, moments before the rename that published it, and nothing
-        is added to a stored distribution after (an operator may set it back, as ``touch -d`` does)."""
+        is added to a stored distribution after (an operator may set it back, as ``touch -d`` does). An mtime set
+        ahead of the ctime (a clock skewed, ``touch -d`` a year on) counts from the ctime, which nobody can set:
+        else it would be kept until that date."""
         with self._dir(parts) as directory:
-            if directory is None:
-                return "gone already"
-            age = self.now - os.fstat(directory).st_mtime
+            if directory is None:  # gone, or not readable by this UID (said so, once, as left alone)
+                return "gone already" if self.layout.path(*parts) not in self._left_alone else "not readable here"
+            info = os.fstat(directory)
+            age = self.now - min(info.st_mtime, info.st_ctime)
             if age < young:
                 return f"stored {max(age, 0):.0f}s ago (younger than {young:g}s: a batch may be composing trees of it)"
-            return _linked(directory)
+            try:
+                return _linked(directory)
+            except PermissionError:  # a directory in it this UID may not read: nothing proven, nothing taken
+                why = f"a directory in it cannot be read by uid {os.geteuid()}"
+                self._leave_alone(self.layout.path(*parts), why, Thing.DIRECTORY)
+                return why
 
     def _with_dist_lock(self, key: LockKey, step: Callable[[], None]) -> str | None:
         """Run ``step`` holding the stored distribution's lock, taken without waiting: ``None`` once it ran, else
@@ -259,6 +267,12 @@ class StoreCollection(Sweep):
                 stale = self._age(directory, entry) >= max(self.older_than, self.settings.stale_after)
                 if state not in names and stale:
                     self._discard("note", parts, entry, "owner note of a lock with no state")
+            elif entry.endswith(LOCK_SUFFIX) and old:
+                # Nothing of a lock lives at <leaf>.lock (filelock keeps its state in <leaf>.lock.rw/): whatever
+                # is there (a directory, a file, a link) is nobody's, and would keep the lock directory for good.
+                thing = thing_at(directory, entry)
+                what = thing.named if thing is not None else "something"
+                self._discard("lock", parts, entry, f"{what} where no lock keeps anything (its state is in .lock.rw/)")
             elif entry.startswith(".") and entry.endswith(".tmp") and old:
                 self._discard("temp", parts, entry, "temporary file of an interrupted write")
         return unreadable
@@ -275,5 +289,5 @@ def _linked(directory: int) -> str | None:
         except FileNotFoundError:
             continue
         if links > 1:
-            return f"a tree links it ({entry.path} has {links} links)"
+            return f"linked elsewhere ({entry.path} has {links} links: a tree's, or one made outside the repo)"
     return None
