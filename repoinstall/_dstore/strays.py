@@ -16,7 +16,8 @@ import os
 from .. import _log
 from .._errors import RepoUnusable
 from .._store import fs as _fs
-from .._store.layout import Layout
+from .._store import walk as _walk
+from .._store.layout import STORE, Layout
 from .._store.things import Thing, thing_at
 from .identity import DistId, split_leaf
 from .inventory import Stored
@@ -37,9 +38,6 @@ def at_entry(layout: Layout, stored: Stored) -> Thing | None:
 
 def every(layout: Layout) -> list[tuple[Stored, Thing]]:
     """Every stray in the store: a non-directory named as a stored distribution (hidden names are not ours)."""
-    from .._store import walk as _walk
-    from .._store.layout import STORE
-
     found: list[tuple[Stored, Thing]] = []
     root = layout.root_fd()
     for env, name in _names(root):
@@ -57,9 +55,6 @@ def every(layout: Layout) -> list[tuple[Stored, Thing]]:
 
 def _names(root: int | None) -> list[tuple[str, str]]:
     """``(env, name)`` of every ``store/<env>/<name>/`` directory (hidden names are not the store's)."""
-    from .._store import walk as _walk
-    from .._store.layout import STORE
-
     found: list[tuple[str, str]] = []
     top = None if root is None else _fs.open_dir(root, (STORE,))
     if top is None:
