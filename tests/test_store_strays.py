@@ -270,3 +270,27 @@ def test_gc_removing_an_empty_store_directory_as_a_publisher_renames_into_it_fai
     assert code == 0, err
     assert stored.is_dir() and import_version(document(out)["packages"][0]["path"], "adaptor_d") == "1.0"
     assert_store_whole(repo)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("strace"), reason="needs root and strace")
+def test_gc_removing_an_empty_store_directory_a_publisher_just_found_fails_no_ensure(
+    repo: Path, index: IndexServer
+) -> None:
+    # store/<env>/adaptor-d/ is there, empty (its last distribution just went); the publisher's mkdir finds it
+    # (EEXIST, its return held back 5 s by strace) and gc removes it before the publisher opens it: the publisher
+    # makes it again.
+    name = repo / "store" / environment_tag() / "adaptor-d"
+    name.mkdir(parents=True)
+    inject = "inject=mkdirat:delay_exit=5000000:when=1"
+    strace = ("strace", "-f", "-qq", "-o", os.devnull, "-P", str(name.parent), "-e", "trace=mkdirat", "-e", inject)
+    before = index.downloads("adaptor_d")
+    pod = start(*ensure_args(repo, index.url, "adaptor-d==1.0"), prefix=strace)
+    wait_until(lambda: index.downloads("adaptor_d") > before, timeout=60, what="the download")
+    time.sleep(1.5)  # the installer is done and the publisher in its held-back mkdir
+    gc = run("gc", "--repo", repo, "--json", "--older-than", "0", *LOCK)
+    assert gc.returncode == 0, gc.stdout + gc.stderr
+    assert [r["path"] for r in document(gc.stdout)["removed"] if r["kind"] == "store"] == [str(name)], gc.stdout
+    code, out, err = finish(pod, timeout=120)
+    assert code == 0, err
+    assert import_version(document(out)["packages"][0]["path"], "adaptor_d") == "1.0"
+    assert_store_whole(repo)
