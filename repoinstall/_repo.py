@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from ._ops.verify import TreeReport
     from ._options import InstallOptions
     from ._store.closures import Closure
+    from ._store.inway import Obstacle
     from ._store.locks import TreeLocks
     from ._store.manifest import TreeEntry
 
@@ -635,6 +636,18 @@ class Repo:
             return self._layout.retrying(
                 repair_tree, self._layout, self._tree_locks(), self._install_options, report.tid, self.env
             )
+
+    def obstacles(self) -> list[Obstacle]:
+        """What stands where a directory of the store, its locks or the trees' locks belongs (``store/<env>/<name>``,
+        ``store-locks/...``, ``locks/...``): a symlink, a file, a FIFO, a socket or a device, with its kind. An
+        install that needs that directory refuses it (exit 2); ``verify`` and ``locks`` name it, gc leaves it."""
+        from ._store.inway import below
+        from ._store.layout import LOCKS, STORE, STORE_LOCKS
+
+        self._layout.existing_fd()
+        return [
+            found for top in (STORE, STORE_LOCKS, LOCKS) for found in self._layout.retrying(below, self._layout, top)
+        ]
 
     def locks(self) -> list[LockInfo]:
         """Every install lock in the repo: holder, heartbeat age, stale by this repo's ``stale_after``."""

@@ -83,7 +83,7 @@ def test_gc_leaves_a_planted_symlink_alone_and_deletes_nothing_outside(
         refused = run("gc", "--repo", repo, "--older-than", "0", "--unused-for", "0")
         assert refused.returncode == 2
         assert refused.stderr.splitlines() == [
-            f"repoinstall: error: {inside} is not a directory (a symlink or file is in the way)"
+            f"repoinstall: error: {inside} is not a directory (a symlink is in the way)"
         ]
         assert snapshot(outside) == before
         return
@@ -246,7 +246,11 @@ def test_what_would_stop_the_record_or_the_lock_is_refused_before_installing(
     before = snapshot(outside)
     done = run("ensure", "adaptor-d==1.0", "--repo", repo, "--no-index", "--find-links", index.url, *LOCK)
     assert done.returncode == 2, done.stderr
-    said = "a regular file (a directory" if kind == "the" else "a directory (a symlink or file"
+    said = (
+        "a regular file (a directory"
+        if kind == "the"
+        else f"a directory ({'a symlink' if what == 'link' else 'a regular file'}"
+    )
     # One line and nothing else: no "installing", no installer run, nothing published, staged or locked.
     assert done.stderr.splitlines() == [f"repoinstall: error: {in_the_way} is not {said} is in the way)"]
     assert index.downloads("adaptor_d") == 0

@@ -408,7 +408,7 @@ def test_a_fifo_where_a_projects_records_directory_belongs_is_one_line(repo: Pat
     assert "not installed" in _one_error(run("path", "adaptor-a==1.0", "--repo", repo, timeout=60), 1)
     assert _statuses(repo) == {"adaptor-a": "unrecorded", "adaptor-b": "ok"}
     line = _one_error(_ensure(repo, index, "adaptor-a==1.0"), 2)
-    assert line == f"repoinstall: error: {project} is not a directory (a symlink or file is in the way)"
+    assert line == f"repoinstall: error: {project} is not a directory (a FIFO is in the way)"
     assert snapshot(repo / "trees") == before
 
 
@@ -569,9 +569,7 @@ def test_a_fifo_where_a_projects_lock_directory_belongs_is_one_line(repo: Path, 
     os.mkfifo(_locks(repo, "adaptor-d"))
     before = snapshot(repo / "trees")
     line = _one_error(_ensure(repo, index, "adaptor-d==1.0"), 2)
-    assert (
-        line == f"repoinstall: error: {_locks(repo, 'adaptor-d')} is not a directory (a symlink or file is in the way)"
-    )
+    assert line == f"repoinstall: error: {_locks(repo, 'adaptor-d')} is not a directory (a FIFO is in the way)"
     assert snapshot(repo / "trees") == before
 
 
@@ -708,9 +706,7 @@ def test_gc_names_a_fifo_at_locks_once(repo: Path) -> None:
     _clean(done)
     assert done.returncode == 1
     kept = [line for line in done.stdout.splitlines() if line.startswith("kept")]
-    assert kept == [
-        f"kept         symlink  {repo / 'locks'}  (not a directory where a repo directory belongs: left alone)"
-    ]
+    assert kept == [f"kept         fifo     {repo / 'locks'}  (a FIFO where a repo directory belongs: left alone)"]
     assert stat.S_ISFIFO((repo / "locks").lstat().st_mode)
 
 

@@ -233,7 +233,7 @@ def test_garbage_heals_or_is_named(repo: Path, index: IndexServer) -> None:
     blocked = run(*ensure_args(repo, index.url, "adaptor-e==1.0"))
     assert blocked.returncode == 2
     assert blocked.stderr.strip() == (
-        f"repoinstall: error: {repo / 'trees' / env / 'adaptor-e'} is not a directory (a symlink or file is in the way)"
+        f"repoinstall: error: {repo / 'trees' / env / 'adaptor-e'} is not a directory (a regular file is in the way)"
     )
     assert snapshot(b) == healthy
 

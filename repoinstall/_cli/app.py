@@ -398,6 +398,7 @@ def verify(
         with Repo(repo_path(opts, announce=False), **opts.repo_settings()) as store:
             reports = store.verify(wanted)
             stored = store.verify_store(wanted)
+            obstacles = store.obstacles()  # in the store's, its locks' or the trees' locks' way: a person looks
             # A damaged stored distribution first: set aside, so the trees composed from it install it afresh.
             for dist in stored if repair else ():
                 if not dist.ok:
@@ -418,7 +419,7 @@ def verify(
     if opts.as_json:
         stored_rows = [d.as_dict() for d in stored]
         document = {"repo": root, "trees": [r.as_dict() for r in reports], "store": stored_rows, "repaired": repaired}
-        _print_json(document)
+        _print_json({**document, "obstacles": [o.as_dict() for o in obstacles]})
     elif not opts.quiet:
         for report in reports:
             detail = report.problems.summary() if report.problems else "; ".join(report.notes)
@@ -431,32 +432,36 @@ def verify(
                 typer.echo(f"{dist.status:<10} {dist}  {dist.path}\n           {detail}; held by {held}")
         if stored:
             typer.echo(f"{'store':<10} {len(stored)} stored distribution(s), {sum(not d.ok for d in stored)} damaged")
+        for obstacle in obstacles:
+            typer.echo(f"{'obstacle':<10} {obstacle.path}\n           {obstacle.describe()}; left alone")
         for done in repaired:
             typer.echo(f"{done['action']:<10} {done.get('tree') or done['dist']}  (repair)")
     for message in failed:
         typer.echo(f"repoinstall: error: {message}", err=True)
     broken = any(not r.ok for r in reports) or any(not d.ok for d in stored)
-    if failed or (broken and not repair):
+    if failed or obstacles or (broken and not repair):
         raise typer.Exit(1)
 
 
 @app.command(epilog=EXIT_CODES, short_help="Every install lock: holder, heartbeat age, stale or not.")
 @takes("repo", "as_json", "stale_after")
 def locks(*, opts: Options) -> None:
-    """Every install lock: holder host and pid, seconds since its last heartbeat, stale or not."""
+    """Every install lock: holder host and pid, seconds since its last heartbeat, stale or not; exit 1 if anything
+    stands where a lock's directory belongs."""
     _use_json(opts)
     try:
         with Repo(
             repo_path(opts, announce=False), stale_after=opts.stale_after, heartbeat=opts.stale_after / 4
         ) as store:
             found = store.locks()
+            obstacles = store.obstacles()  # a FIFO where a lock's directory belongs: every install refuses it
             root = store.path
     except RepoinstallError as error:
         _fail(error)
     if opts.as_json:
         document = {"repo": root, "stale_after": opts.stale_after, "locks": [i.as_dict() for i in found]}
-        _print_json(document)
-        return
+        _print_json({**document, "obstacles": [o.as_dict() for o in obstacles]})
+        raise typer.Exit(1 if obstacles else 0)
     for info in found:
         if not info.held:
             state = "unusable" if info.problem else "free"
@@ -468,6 +473,10 @@ def locks(*, opts: Options) -> None:
         waiting = f", {info.waiters} waiting" if info.waiters else ""
         problem = f"  [{info.problem}]" if info.problem else ""
         typer.echo(f"{info.tid.pin}  {info.tid.env}  {state}{waiting}{problem}")
+    for obstacle in obstacles:
+        typer.echo(f"{obstacle.path}  [{obstacle.describe()}: every install that needs it refuses it]")
+    if obstacles:
+        raise typer.Exit(1)
 
 
 @app.command(epilog=EXIT_CODES, short_help="Remove crashed installs' debris and, on request, unused trees.")

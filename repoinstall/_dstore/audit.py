@@ -79,6 +79,9 @@ def fit(layout: Layout, dist: DistId) -> bool:
         audit = check(layout, stored)
     except FileNotFoundError:
         return False  # set aside by a peer since we looked
+    except PermissionError as error:
+        # Not ours to judge, let alone set aside (mode 000, another UID's): one line naming it, its owner and mode.
+        raise _fs.denied(layout.root, error, stored.parts()) from None
     if audit is None:
         return False
     if audit.broken is None and not audit.problems:

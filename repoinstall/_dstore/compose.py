@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from .._errors import InstallError
+from .._store import fs as _fs
 from .._store import walk as _walk
 
 #: What ``link()`` answers where a copy has to do: links unsupported (EPERM on many FUSE filesystems, EOPNOTSUPP),
@@ -35,13 +36,27 @@ class Composed(NamedTuple):
     copied_bytes: int
 
 
+class Taken(InstallError):
+    """A stored distribution left its path (gc took it) before or while a tree was composed from it: the tree is
+    short of its files and must not be published. ``stored`` is the path the caller gave for it."""
+
+    def __init__(self, what: str, stored: str) -> None:
+        super().__init__(f"{what}: taken out of the store (by gc) while a tree was composed from it")
+        self.stored = stored
+
+
 def compose(tree: str, dists: Sequence[tuple[str, str]]) -> Composed:
     """Fill the empty dir ``tree`` with the files of ``dists`` (each ``(what it is, its stored dir)``);
-    :class:`InstallError` naming both when two write one path (nothing is published from a refused tree)."""
+    :class:`InstallError` naming both when two write one path (nothing is published from a refused tree), and
+    :class:`Taken` when a stored dir is not at its path (any more): the caller stores it again and composes anew
+    (:mod:`repoinstall._install.composing`)."""
     written: dict[str, str] = {}
     linked = copied = copied_bytes = 0
     for what, stored in dists:
-        fd = os.open(stored, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            fd = os.open(stored, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise Taken(what, stored) from None
         try:
             for entry in _walk.walk(fd):
                 if entry.kind not in (_walk.FILE, _walk.LINK):
@@ -64,7 +79,8 @@ def compose(tree: str, dists: Sequence[tuple[str, str]]) -> Composed:
                     copied += 1
                     copied_bytes += os.stat(target, follow_symlinks=False).st_size
             _still_stored(what, stored, fd)
-        except FileNotFoundError:
+        except OSError:
+            # A file gone from under the walk (ENOENT; ESTALE on NFS): gc took the dir, or this is another fault.
             _still_stored(what, stored, fd)
             raise
         finally:
@@ -73,16 +89,24 @@ def compose(tree: str, dists: Sequence[tuple[str, str]]) -> Composed:
 
 
 def _still_stored(what: str, stored: str, fd: int) -> None:
-    """:class:`InstallError` if the stored dir walked through ``fd`` is no longer at its path: gc took it (a
-    distribution no tree held yet) while this tree was composed from it, so what the walk found may be short of
-    files deleted meanwhile. gc renames before it deletes anything, so while the path still leads to the dir the
-    walk read, it read it whole."""
+    """:class:`Taken` if the stored dir walked through ``fd`` is no longer at its path: gc took it while this tree
+    was composed from it, so what the walk found may be short of files deleted meanwhile.
+
+    Invariant: gc renames a stored dir into trash/ before it deletes anything in it, so while the path still leads
+    to the dir the walk read (checked after the walk, as the server has it now), the walk read it whole and every
+    file it linked is the stored file."""
     try:
-        same = os.path.samestat(os.stat(stored, follow_symlinks=False), os.fstat(fd))
-    except FileNotFoundError:
-        same = False
+        parent = os.open(os.path.dirname(stored), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            _fs.revalidate(parent)  # an NFS client may answer from a cached lookup of the name
+            here = os.stat(os.path.basename(stored), dir_fd=parent, follow_symlinks=False)
+        finally:
+            os.close(parent)
+        same = os.path.samestat(here, os.fstat(fd))
+    except OSError:
+        same = False  # gone, or its handle went stale: another client removed it
     if not same:
-        raise InstallError(f"{what}: taken out of the store (by gc) while a tree was composed from it; try again")
+        raise Taken(what, stored)
 
 
 def freeze(top: int) -> None:

@@ -8,6 +8,7 @@ artifact's sha256, the same bytes whoever published it: a peer that published fi
 
 from __future__ import annotations
 
+import errno
 import os
 
 from .._store import fs as _fs
@@ -25,13 +26,16 @@ def present(layout: Layout, dist: DistId) -> bool:
     """Whether ``dist`` is stored: its dir is there with a dist-info naming it (its files are vouched for by the
     publish that put it there, and checked again by verify)."""
     root = layout.root_fd()
-    fd = None if root is None else fresh_dir(root, dist.parts())
-    if fd is None:
-        return False
     try:
-        return any(d.name and d.version for d in scan(fd) if dist.names(d.name, d.version))
-    finally:
-        os.close(fd)
+        fd = None if root is None else fresh_dir(root, dist.parts())
+        if fd is None:
+            return False
+        try:
+            return any(d.name and d.version for d in scan(fd) if dist.names(d.name, d.version))
+        finally:
+            os.close(fd)
+    except PermissionError as error:  # mode 000, another UID's: one line naming it, its owner and mode
+        raise _fs.denied(layout.root, error, dist.parts()) from None
 
 
 def check(staged: str, dist: DistId) -> str | None:
@@ -45,15 +49,27 @@ def check(staged: str, dist: DistId) -> str | None:
 
 def publish(layout: Layout, dist: DistId, staged: str) -> bool:
     """Rename ``staged`` to ``dist``'s path: ``True`` if ours is published, ``False`` if a peer's is there (the
-    same artifact's files: use theirs)."""
+    same artifact's files: use theirs).
+
+    Invariant: gc removes an empty ``store/<env>/<name>/`` by rmdir, without a lock (:mod:`repoinstall._ops.gcstore`),
+    so the directory we made or found may be gone by the time we rename into it: rmdir removes only an empty one,
+    so nothing of anyone's went with it, and we make it again and rename again."""
     root = layout.writable_fd()
-    parent = _fs.make_dirs(root, dist.parts()[:-1], layout.root)
     source = os.open(os.path.dirname(staged), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        return _publish(source, os.path.basename(staged), parent, dist.leaf)
+        for attempt in range(_fs.STALE_LOOKUPS):
+            parent = _fs.make_dirs(root, dist.parts()[:-1], layout.root)
+            try:
+                return _publish(source, os.path.basename(staged), parent, dist.leaf)
+            except OSError as error:
+                gone = error.errno in (errno.ENOENT, errno.ESTALE) and _fs.removed(parent)
+                if not gone or attempt == _fs.STALE_LOOKUPS - 1:
+                    raise
+            finally:
+                os.close(parent)
+        raise AssertionError("unreachable")
     finally:
         os.close(source)
-        os.close(parent)
 
 
 def used(layout: Layout, env: str) -> bool:

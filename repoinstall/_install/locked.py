@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
+    from .._dstore.identity import DistId
     from .._lockfile.model import Lock, LockedPackage
     from .._options import InstallOptions
     from .._store.closures import Closure
@@ -144,13 +145,22 @@ def _public(line: str) -> str:
 def check_members(tid: TreeId, expected: Sequence[str], dists: Sequence[Dist]) -> None:
     """Refuse a staged tree that does not hold exactly the ``expected`` distributions (``name==version``) at their
     versions (and a set's or lock's own metapackage)."""
-    wanted = {_split(pin) for pin in expected}
     own = is_locked(tid.name) or is_set(tid.name)
-    found = {
-        (canonical_name(d.name), normal_version(d.version))
-        for d in dists
-        if not (own and tid.is_named(d.name, d.version))
-    }
+    found = [(d.name, d.version) for d in dists if not (own and tid.is_named(d.name, d.version))]
+    _refuse_unlike(tid, expected, found)
+
+
+def check_planned(tid: TreeId, expected: Sequence[str], planned: Sequence[DistId]) -> None:
+    """Refuse, before anything is installed or stored, a lock's tree whose lines name other distributions than
+    its packages (a version its lock gives that is not its artifact's): the staged tree would not hold what it was
+    pinned to, and its own metapackage, stored for nothing, would be left in the store."""
+    _refuse_unlike(tid, expected, [(d.name, str(d.version)) for d in planned if d.name != tid.name])
+
+
+def _refuse_unlike(tid: TreeId, expected: Sequence[str], names: Sequence[tuple[str, str]]) -> None:
+    """:class:`InstallError` unless ``names`` (name, version) are exactly the ``expected`` pins."""
+    wanted = {_split(pin) for pin in expected}
+    found = {(canonical_name(name), normal_version(version)) for name, version in names}
     if found != wanted:
         missing = ", ".join(f"{n}=={v}" for n, v in sorted(wanted - found)) or "nothing"
         extra = ", ".join(f"{n}=={v}" for n, v in sorted(found - wanted)) or "nothing"

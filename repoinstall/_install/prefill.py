@@ -31,7 +31,7 @@ from .. import _log, _stop
 from .._dstore import store as _store
 from .._dstore.identity import DistId
 from .._dstore.requires import closure, requirements
-from .._errors import InstallError, InvalidRequirement, RepoinstallError
+from .._errors import InstallError, InvalidRequirement, RepoinstallError, RepoUnusable
 from .._options import InstallOptions
 from .._requirements import Requested
 from .._store import closures as _closures
@@ -122,8 +122,9 @@ def prefill(
             stored += store_missing(
                 layout, locks, chosen, planned, staging.tmp, staging.scratch_file, what, frozenset(checked)
             )[0]
-        except InstallError as error:
-            # Each tree's own install says what is wrong with it; this was only to save runs.
+        except (InstallError, RepoUnusable) as error:
+            # Each tree's own install says what is wrong with it (a symlink in the store's way, say: exit 2, for
+            # the trees that need what it blocks); this was only to save runs.
             _log.logger().debug("%s: storing them together failed (%s); one by one", what, str(error).splitlines()[0])
             return Prefilled(found, _counted(layout, items, found, stored))
         for group, lines in resolutions:

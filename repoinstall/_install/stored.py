@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from .. import _log
 from .._dstore import store as _store
-from .._dstore.compose import compose
 from .._dstore.identity import DistId
 from .._dstore.split import split
+from .._errors import InstallError
 from .._options import InstallOptions
 from .._requirements import Requested
 
@@ -70,7 +70,7 @@ def fill(
         pin = tid.pin
     built = install(options, staging.target, requested, pin, staging.tmp, str(tid))
     # Its distributions into the store, each once per repo; the tree composed of them.
-    return built, store_installed(layout, tid, staging.target, staging.tmp, built, options.python) or 0
+    return built, store_installed(layout, locks, options, tid, staging, built) or 0
 
 
 def plan(env: str, lines: Sequence[str]) -> list[tuple[DistId, str]] | None:
@@ -102,55 +102,84 @@ def build(
 ) -> tuple[Built, int]:
     """Compose the tree ``tid`` at ``target`` from the store, installing what it lacks first (see
     :mod:`.storing`); what built it, and how many distributions this call installed into the store."""
+    from .._store.identity import is_locked
     from .backends.run import Built as _Built
     from .backends.run import backend
-    from .locked import artifacts_of
-    from .storing import store_missing
+    from .composing import compose_stored
+    from .locked import artifacts_of, check_planned
+    from .storing import install_now, store_missing
 
+    if is_locked(tid.name):  # before anything is stored: else its own metapackage would be, for nothing
+        check_planned(tid, requested.members, [dist for dist, _ in planned])
     installed, built = store_missing(layout, locks, options, planned, scratch, write, str(tid), checked)
     if not installed:
         _log.logger().info("%s: every distribution is in the store; composing it", tid)
-    composed = compose(target, [(str(dist), _store.path(layout, dist)) for dist, _ in planned])
+    lines = dict(planned)
+
+    def restore(gone: Sequence[DistId], where: str) -> None:
+        install_now(layout, options, [(dist, lines[dist]) for dist in gone], where, write, str(tid))
+
+    composed, restored = compose_stored(layout, locks, list(lines), target, scratch, restore, str(tid))
     if composed.copied:
         _log.logger().info("%s: %d files copied where the filesystem refused hard links", tid, composed.copied)
     # Its record names every distribution's artifact, stored now or before: the lines say them all.
     every = artifacts_of(requested._replace(locked=tuple(line for _, line in planned)))
     if built is None:
         chosen = backend(options.installer)
-        return _Built(chosen.name, chosen.version(), every), len(installed)
-    return built._replace(artifacts=every), len(installed)
+        return _Built(chosen.name, chosen.version(), every), len(installed) + restored
+    return built._replace(artifacts=every), len(installed) + restored
 
 
 def store_installed(
-    layout: Layout, tid: TreeId, target: str, scratch: str, built: Built, python: str | None = None
+    layout: Layout,
+    locks: TreeLocks,
+    options: InstallOptions,
+    tid: TreeId,
+    staging: Staging,
+    built: Built,
 ) -> int | None:
-    """After an installer resolved and installed a whole tree into ``target``: move its distributions into the
-    store (each checked, read-only, published by rename; one already stored is used as it is and the fresh copy
-    dropped) and compose ``target`` again from the store, by hard links; how many it stored. ``None`` (the tree stays
-    as installed) when the installer did not say every distribution's artifact hash: it cannot be named in the
-    store."""
+    """After an installer resolved and installed a whole tree into the staging dir's tree: move its distributions
+    into the store (each checked, read-only, published by rename; one already stored is used as it is and the fresh
+    copy dropped) and compose the tree again from the store, by hard links; how many it stored. ``None`` (the tree
+    stays as installed) when the installer did not say every distribution's artifact hash: it cannot be named in
+    the store."""
     from .._dstore.audit import fit
     from .._dstore.bytecode import hash_based
     from .._store.dists import scan
     from .._store.identity import canonical_name, normal_version
-    from .storing import publish
+    from .composing import compose_stored
+    from .storing import install_now, publish
 
-    hashes = {(canonical_name(a.name), normal_version(a.version)): a.sha256 for a in built.artifacts if a.sha256}
-    planned: list[tuple[DistId, str]] = []
+    target, scratch = staging.target, staging.tmp
+    artifacts = {(canonical_name(a.name), normal_version(a.version)): a for a in built.artifacts if a.sha256}
+    planned: dict[DistId, str] = {}
     for found in scan(target):
-        sha256 = hashes.get((canonical_name(found.name), normal_version(found.version)))
-        if sha256 is None:
+        artifact = artifacts.get((canonical_name(found.name), normal_version(found.version)))
+        if artifact is None:
             _log.logger().debug("%s: %s %s has no known artifact hash; not stored", tid, found.name, found.version)
             return None
-        planned.append((DistId.of(tid.env, found.name, found.version, sha256), found.dist_info))
-    if python is not None:
-        hash_based(target, python)  # see repoinstall._dstore.bytecode
+        planned[DistId.of(tid.env, found.name, found.version, artifact.sha256)] = found.dist_info
+    hash_based(target, options.python)  # see repoinstall._dstore.bytecode
     made = split(target, os.path.join(scratch, "split"))
     stored = 0
-    for dist, dist_info in planned:
+    for dist, dist_info in planned.items():
         if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
             publish(layout, dist, made[dist_info])
             stored += 1
     os.rename(target, os.path.join(scratch, "emptied"))  # only directories are left in it
-    compose(target, [(str(dist), _store.path(layout, dist)) for dist, _ in planned])
-    return stored
+
+    def restore(gone: Sequence[DistId], where: str) -> None:
+        # Our own copy where we did not publish it (a peer's was stored); else the artifact the installer took.
+        fetch = []
+        for dist in gone:
+            if os.path.isdir(made[planned[dist]]):
+                publish(layout, dist, made[planned[dist]])
+                continue
+            artifact = artifacts[(dist.name, normal_version(str(dist.version)))]
+            if not artifact.url:
+                raise InstallError(f"{tid}: {dist} was taken out of the store (by gc) as it was composed; ensure again")
+            fetch.append((dist, f"{artifact.name} @ {artifact.url} --hash=sha256:{artifact.sha256}"))
+        install_now(layout, options, fetch, where, staging.scratch_file, str(tid))
+
+    _, restored = compose_stored(layout, locks, list(planned), target, scratch, restore, str(tid))
+    return stored + restored

@@ -28,7 +28,9 @@ from .._dstore.audit import fit
 from .._dstore.bytecode import hash_based
 from .._dstore.compose import freeze, read_only
 from .._dstore.identity import DistId
+from .._dstore.inventory import Stored
 from .._dstore.split import split
+from .._dstore.strays import at_entry, clear
 from .._errors import InstallError
 from .._options import InstallOptions
 from .._requirements import Requested
@@ -60,6 +62,10 @@ def store_missing(
     """Make every distribution of ``planned`` (each with its pinned line) stored; those this call installed, and
     its last installer run (``None`` if it needed none). ``checked``: those this process stored or hashed whole
     moments ago (its batch did, see :mod:`.prefill`)."""
+    for dist, _ in planned:
+        # Before any installer runs: a symlink or file where its directories belong refused, a stray at its path
+        # (a file, a FIFO: nothing the store makes) set aside, so what the installer makes can be published.
+        clear(layout, dist, locking=locks.settings.enabled)
     # Each one hashed whole before it is linked into another tree: a changed one is set aside and installed afresh.
     # One in ``checked`` is only looked up: the tree's own verify hashes every file it links anyway, so trusting a
     # check this process made moments ago can cost a failed tree, never a tampered one published.
@@ -82,19 +88,38 @@ def store_missing(
                 if held.peer_finished or _store.present(layout, dist):
                     continue  # a peer stored it while we waited (the same artifact's files)
                 mine.append((dist, line))
-            for dist, line in [(d, line) for d, line in mine if is_set(d.name) or is_locked(d.name)]:
-                # A set's or lock's own metapackage, a wheel made here of metadata alone: unpacked, no installer.
-                _unpack_own(layout, dist, line, os.path.join(scratch, f"own-{turn}-{dist.name}"))
-                installed.append(dist)
-            others = [(d, line) for d, line in mine if not (is_set(d.name) or is_locked(d.name))]
-            for number, group in enumerate(_runs(others)):
-                where = os.path.join(scratch, f"store-{turn}-{number}")
-                built = _install(layout, options, group, where, write, what)
-                installed += [dist for dist, _ in group]
+            built = install_now(layout, options, mine, os.path.join(scratch, f"store-{turn}"), write, what) or built
+            installed += [dist for dist, _ in mine]
         todo = [(dist, line) for dist, line in todo if not _store.present(layout, dist)]
     if todo:
-        raise InstallError(f"{what}: {todo[0][0]} is still not stored after {_ROUNDS} rounds of installing it")
+        dist = todo[0][0]
+        thing = at_entry(layout, Stored.of(dist))
+        there = f"; {thing.named} is at {_store.path(layout, dist)}" if thing is not None else ""
+        raise InstallError(f"{what}: {dist} is still not stored after {_ROUNDS} rounds of installing it{there}")
     return installed, built
+
+
+def install_now(
+    layout: Layout,
+    options: InstallOptions,
+    mine: Sequence[tuple[DistId, str]],
+    scratch: str,
+    write: Callable[[str, bytes], str],
+    what: str,
+) -> Built | None:
+    """Store ``mine`` now, whoever holds their locks (the caller does, or goes without): the installer's runs
+    first, then a set's or lock's own metapackage, so an installer that fails (a hash that does not match) stores
+    nothing of a tree that cannot be; its last installer run (``None``: it needed none). Its scratch dirs are new
+    ones named ``scratch`` and a suffix."""
+    own = [(d, line) for d, line in mine if is_set(d.name) or is_locked(d.name)]
+    others = [(d, line) for d, line in mine if not (is_set(d.name) or is_locked(d.name))]
+    built = None
+    for number, group in enumerate(_runs(others)):
+        built = _install(layout, options, group, f"{scratch}-{number}", write, what)
+    for dist, line in own:
+        # A set's or lock's own metapackage, a wheel made here of metadata alone: unpacked, no installer.
+        _unpack_own(layout, dist, line, f"{scratch}-own-{dist.name}")
+    return built
 
 
 def _unpack_own(layout: Layout, dist: DistId, line: str, scratch: str) -> None:
@@ -180,6 +205,7 @@ def publish(layout: Layout, dist: DistId, staged: str) -> None:
     if (problem := _store.check(staged, dist)) is not None:
         raise InstallError(problem)
     read_only(staged)
+    clear(layout, dist, locking=False)  # a stray at its path (set aside), or a symlink (refused)
     if not _store.publish(layout, dist, staged):
         _log.logger().debug("%s: a peer stored it first; using theirs", dist)
         return

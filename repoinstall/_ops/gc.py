@@ -89,6 +89,7 @@ class Collector(StoreCollection):
         self.lock_debris()
         self.temporaries()
         self.empty_lock_dirs()
+        self.in_locks_way()
         self.index_cache()
         self.planted_links()
         if self.unused_for is not None:
@@ -261,6 +262,15 @@ class Collector(StoreCollection):
                 elif self.layout.prune((LOCKS, env, name)):
                     self.found.append(Removal("lock", path, "empty lock directory", True))
 
+    def in_locks_way(self) -> None:
+        """Anything but a directory where one of ``locks/``'s own directories belongs (``locks/<env>``,
+        ``locks/<env>/<name>``): named with its kind and left alone (every install that needs it refuses it, and a
+        person should look at it). The store's and its locks' are named as gc walks them (:mod:`.gcstore`)."""
+        from .._store.inway import below
+
+        for obstacle in below(self.layout, LOCKS):
+            self._leave_alone(obstacle.path, obstacle.describe(), obstacle.thing)
+
     def temporaries(self) -> None:
         # write_atomic's temporaries (".<name>.<random>.tmp") that a crash left behind.
         for kind in (RECORDS, LOCKS):
@@ -303,7 +313,7 @@ class Collector(StoreCollection):
     def _links_below(self, fd: int, parts: tuple[str, ...], levels: int) -> None:
         for name, kind in _walk.entries(fd):
             if kind == _walk.LINK:
-                self._leave_alone(self.layout.path(*parts, name), f"a symlink in {parts[0]}/: left alone")
+                self._leave_alone(self.layout.path(*parts, name), f"a symlink in {parts[0]}/")
             elif kind == _walk.DIR and levels > 1:
                 below = _fs.open_dir(fd, (name,))  # at most three levels: bounded, never through a link
                 if below is not None:
@@ -396,7 +406,7 @@ class Collector(StoreCollection):
         if link is None:
             return False
         where = f"in {TREES}/" if len(link) > 1 else "where a repo directory belongs"
-        self._leave_alone(self.layout.path(*link), f"a symlink {where}: left alone")
+        self._leave_alone(self.layout.path(*link), f"a symlink {where}")
         return True
 
     def _with_lock(self, tid: TreeId, step: Callable[[], None]) -> str | None:

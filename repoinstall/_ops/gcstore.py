@@ -6,14 +6,16 @@ A stored distribution (``store/<env>/<name>/<version>-<sha16>/``) is HELD, and k
 * one of its files has more than one link: a tree is made of links of the store's files, so a tree holds them
   whether or not it has a record (one published a moment ago, one whose record was lost, one being composed in
   its staging dir, one in trash/ not yet deleted);
-* its directory is younger than ``max(--older-than, --stale-after)``: see :meth:`StoreCollection.stored_dist`;
+* its directory is younger than ``max(--older-than, --stale-after)`` (by its mtime): see
+  :meth:`StoreCollection.stored_dist`;
 * its lock (``store-locks/<env>/<name>/<leaf>.lock``) is held, or cannot be had here: gc takes it without
   waiting before it removes anything, as it takes a tree's.
 
 What is not held is renamed into trash/ and deleted there (:meth:`Layout.discard`), every directory opened without
-following a symlink: a symlink in store/ is reported and left alone, never followed. Empty ``store/<env>/<name>/``
-directories stay: a publisher makes them and renames into them without a lock, so removing one could fail a
-publish; there is one per project name, and nothing else is left of a removed distribution.
+following a symlink: a symlink in store/ is reported and left alone, never followed. A stray at a stored
+distribution's path (a file, a FIFO: :mod:`repoinstall._dstore.strays`) is set aside the same way. Empty
+``store/<env>/<name>/`` directories go by rmdir: a publisher that renames into one as it goes makes it again (see
+:meth:`StoreCollection._empty_name`).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from .._dstore.held import Held, held
 from .._dstore.identity import split_leaf, stored_lock_key
 from .._store import walk as _walk
 from .._store.layout import OWNER_SUFFIX, STORE, STORE_LOCKS
-from .._store.lockformat import STATE_SUFFIX
+from .._store.lockformat import LOCK_SUFFIX, STATE_SUFFIX
 from .._store.lockkey import LockKey
+from .._store.things import Thing, thing_at
 from .sweep import Removal, Sweep, kind_at
 
 
@@ -58,21 +61,62 @@ class StoreCollection(Sweep):
                 for leaf, kind in found:
                     if leaf.startswith("."):
                         continue  # not the store's: nothing it makes is hidden
-                    path = self.layout.path(STORE, env, name, leaf)
-                    if kind == _walk.LINK:
-                        self._leave_alone(path, f"a symlink in {STORE}/: left alone")
-                    elif kind != _walk.DIR or split_leaf(leaf) is None:
-                        self._leave_alone(path, f"not a stored distribution in {STORE}/: left alone")
+                    if kind != _walk.DIR:
+                        self._stray((STORE, env, name), leaf)
+                    elif split_leaf(leaf) is None:
+                        path = self.layout.path(STORE, env, name, leaf)
+                        self._leave_alone(
+                            path, f"a directory in {STORE}/ that is not a stored distribution", Thing.DIRECTORY
+                        )
                     elif not recorded.holds(env, name, leaf):
                         self.stored_dist(env, name, leaf)
+                self._empty_name((STORE, env, name))
+
+    def _empty_name(self, parts: tuple[str, ...]) -> None:
+        """Remove ``store/<env>/<name>/`` once nothing is stored under it (what failed installs of a lock's tree left,
+        one per lock, and every name whose distributions went).
+
+        Invariant: rmdir, which removes only an empty directory and never follows a link, so a distribution a peer
+        renamed in first keeps it; and a peer that made or opened it before it went, and renames into it after,
+        finds it gone, makes it again and renames again (:func:`repoinstall._dstore.store.publish`). No lock: a
+        publisher takes none to rename into it."""
+        path = self.layout.path(*parts)
+        if self.dry_run:
+            with self._dir(parts) as directory:
+                if directory is not None and not os.listdir(directory):
+                    self.found.append(Removal("store", path, "empty store directory", False))
+        elif self.layout.prune(parts):
+            self.found.append(Removal("store", path, "empty store directory", True))
+
+    def _stray(self, parts: tuple[str, ...], leaf: str) -> None:
+        """Something not a directory in ``store/<env>/<name>/``. At a stored distribution's path it is a stray, ours
+        to set aside (:mod:`repoinstall._dstore.strays`), once older than ``--older-than``; a symlink there, or
+        anything under another name, is named with its kind and left alone."""
+        with self._dir(parts) as directory:
+            thing = None if directory is None else thing_at(directory, leaf)
+            old = directory is not None and self._age(directory, leaf) >= self.older_than
+        if thing is None or thing is Thing.DIRECTORY:
+            return  # gone, or replaced by a directory since it was listed: the next gc looks again
+        path = self.layout.path(*parts, leaf)
+        if split_leaf(leaf) is None:
+            self._leave_alone(path, f"{thing.named} in {STORE}/ that is not a stored distribution", thing)
+        elif thing is Thing.SYMLINK:
+            self._leave_alone(path, "a symlink where a stored distribution belongs (never followed)", thing)
+        elif old:
+            self._discard("stray", parts, leaf, f"{thing.named} where a stored distribution belongs: not one")
 
     def _subdirs(self, parts: tuple[str, ...]) -> list[str]:
-        """The directories in ``parts`` (a symlink among them reported and left alone, hidden names skipped)."""
+        """The directories in ``parts`` (anything else among them, but hidden names, reported with its kind and
+        left alone: it stands where one of the repo's directories belongs)."""
         with self._dir(parts) as directory:
             found = [] if directory is None else _walk.entries(directory)
-        for name, kind in found:
-            if kind == _walk.LINK:
-                self._leave_alone(self.layout.path(*parts, name), f"a symlink in {parts[0]}/: left alone")
+            things = {n: thing_at(directory, n) for n, k in found if k != _walk.DIR and directory is not None}
+        for name, thing in things.items():
+            path = self.layout.path(*parts, name)
+            if thing is Thing.SYMLINK:
+                self._leave_alone(path, f"a symlink in {parts[0]}/")
+            elif thing is not None and not name.startswith("."):
+                self._leave_alone(path, f"{thing.named} where a repo directory belongs", thing)
         return [name for name, kind in found if kind == _walk.DIR and not name.startswith(".")]
 
     def stored_dist(self, env: str, name: str, leaf: str) -> None:
@@ -80,15 +124,15 @@ class StoreCollection(Sweep):
         its lock is held. Said as a :class:`Removal` when it goes; why it stays, in the log."""
         parts = (STORE, env, name, leaf)
         path = self.layout.path(*parts)
-        # Invariant: a batch publishes a distribution into the store (a rename), then composes the trees that use
-        # it (links), then publishes and records them. Between the first and the second step nothing links it
-        # and no record names it: only its age says it is wanted, so it is kept while younger than the stale
-        # threshold (and --older-than). A batch stopped there for longer has lost its staging dir to gc by the
-        # same rule (its heartbeat stopped). Whatever gc takes from under a compose (that one, or a batch that
-        # found an old unheld distribution present just before gc took it) fails that compose: gc renames before
-        # it deletes, and compose checks that each stored dir is still at its path after walking it (so a tree is
-        # never published short of files). Installers taking the distribution's lock while they compose would
-        # spare them the failure.
+        # Invariant: a stored distribution goes only under its lock (taken without waiting), after looking again
+        # under it that no file of it is linked and no record names it. A tree composed from it holds it by its
+        # links from the first one on (and by its record once published), so gc never takes what a tree holds.
+        # An ensure that looked it up before we took it, and composes from it lock-free, finds it gone (compose
+        # checks each stored dir is still at its path after linking it: we rename before we delete), stores it
+        # again and composes anew holding the lock of every distribution of its tree, which keeps us out
+        # (repoinstall._install.composing): gc never fails a live ensure, at worst makes it install one again.
+        # The age rule only spares that work: a batch publishes a distribution (a rename), then composes the
+        # trees that use it, and between the two nothing but its age says it is wanted.
         young = max(self.older_than, self.settings.stale_after)
         why = self._held_on_disk(parts, young)
         if why is not None:
@@ -124,16 +168,24 @@ class StoreCollection(Sweep):
 
     def _held_on_disk(self, parts: tuple[str, ...], young: float) -> str | None:
         """Why the stored distribution at ``parts`` is held by what is on disk (``None`` if it is not): it is
-        younger than ``young`` seconds, or a file of it has another link (a tree's). Its age is the newer of its
-        directory's mtime and ctime: the rename that published it sets the ctime."""
+        younger than ``young`` seconds, or a file of it has another link (a tree's). Its age is its directory's
+        mtime: its last entry was made as it was staged, moments before the rename that published it, and nothing
+        is added to a stored distribution after (an operator may set it back, as ``touch -d`` does). An mtime set
+        ahead of the ctime (a clock skewed, ``touch -d`` a year on) counts from the ctime, which nobody can set:
+        else it would be kept until that date."""
         with self._dir(parts) as directory:
-            if directory is None:
-                return "gone already"
+            if directory is None:  # gone, or not readable by this UID (said so, once, as left alone)
+                return "gone already" if self.layout.path(*parts) not in self._left_alone else "not readable here"
             info = os.fstat(directory)
-            age = self.now - max(info.st_mtime, info.st_ctime)
+            age = self.now - min(info.st_mtime, info.st_ctime)
             if age < young:
                 return f"stored {max(age, 0):.0f}s ago (younger than {young:g}s: a batch may be composing trees of it)"
-            return _linked(directory)
+            try:
+                return _linked(directory)
+            except PermissionError:  # a directory in it this UID may not read: nothing proven, nothing taken
+                why = f"a directory in it cannot be read by uid {os.geteuid()}"
+                self._leave_alone(self.layout.path(*parts), why, Thing.DIRECTORY)
+                return why
 
     def _with_dist_lock(self, key: LockKey, step: Callable[[], None]) -> str | None:
         """Run ``step`` holding the stored distribution's lock, taken without waiting: ``None`` once it ran, else
@@ -215,6 +267,12 @@ class StoreCollection(Sweep):
                 stale = self._age(directory, entry) >= max(self.older_than, self.settings.stale_after)
                 if state not in names and stale:
                     self._discard("note", parts, entry, "owner note of a lock with no state")
+            elif entry.endswith(LOCK_SUFFIX) and old:
+                # Nothing of a lock lives at <leaf>.lock (filelock keeps its state in <leaf>.lock.rw/): whatever
+                # is there (a directory, a file, a link) is nobody's, and would keep the lock directory for good.
+                thing = thing_at(directory, entry)
+                what = thing.named if thing is not None else "something"
+                self._discard("lock", parts, entry, f"{what} where no lock keeps anything (its state is in .lock.rw/)")
             elif entry.startswith(".") and entry.endswith(".tmp") and old:
                 self._discard("temp", parts, entry, "temporary file of an interrupted write")
         return unreadable
@@ -231,5 +289,5 @@ def _linked(directory: int) -> str | None:
         except FileNotFoundError:
             continue
         if links > 1:
-            return f"a tree links it ({entry.path} has {links} links)"
+            return f"linked elsewhere ({entry.path} has {links} links: a tree's, or one made outside the repo)"
     return None

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._dstore import strays
 from .._dstore.audit import set_aside as set_aside_stored
 from .._errors import InstallError, RepoUnusable
 from .._store.check import check, missing
 from .._store.lockkey import tree_key
+from .._store.things import Thing
 from .._store.tree import record_existing, set_aside
 from .verify import CHANGED, MISSING, UNREADABLE, UNRECORDED, verify
 
@@ -68,12 +70,18 @@ def _source(layout: Layout, tid: TreeId) -> str:
 def repair_stored(layout: Layout, report: DistReport, env: str) -> str:
     """Set a damaged stored distribution aside (renamed into trash/, never mended in place: its inodes are in
     trees), so the trees composed from it, reinstalled next, install it afresh with new inodes: "ok" if a check
-    made now finds it whole (or gone: a peer repaired it), else "set aside"."""
+    made now finds it whole (or gone: a peer repaired it), else "set aside". A stray at its path (a file, a FIFO)
+    is set aside as well; a symlink there is refused in one line (:class:`RepoUnusable`)."""
     from .storeverify import verify_one
 
     stored = report.stored
     if stored.env != env:
         raise InstallError(f"{report} ({stored.env}): stored for another environment; repair it there")
+    thing = strays.at_entry(layout, stored)
+    if thing is Thing.SYMLINK:
+        raise RepoUnusable(strays.refusal(layout, stored))  # may be an operator's: a person looks at it
+    if thing is not None:
+        return "set aside" if strays.set_aside(layout, stored, thing) else "ok"
     again = verify_one(layout, stored)  # again: a peer may have set it aside (and stored it afresh) meanwhile
     if again.ok or again.status == MISSING:
         return "ok"

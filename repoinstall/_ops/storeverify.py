@@ -1,5 +1,6 @@
 """Deep verification of the store: every stored distribution's files against its RECORD, each named with the
-trees whose records name it (a file changed in place in the store is changed in each of them too: one inode).
+trees whose records name it (a file changed in place in the store is changed in each of them too: one inode), and
+anything else at a stored distribution's path (a file, a FIFO, a symlink: :mod:`repoinstall._dstore.strays`).
 """
 
 from __future__ import annotations
@@ -7,11 +8,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .._dstore import audit as _audit
+from .._dstore import strays
 from .._dstore.inventory import Stored, every, holders
 from .._store import fs as _fs
 from .._store.dists import RecordProblems
 from .._store.identity import TreeId
 from .._store.layout import Layout
+from .._store.things import Thing
 from .verify import BROKEN, CHANGED, MISSING, OK, UNREADABLE
 
 
@@ -54,13 +57,22 @@ def verify_store(layout: Layout, trees: list[TreeId], only: list[TreeId] | None 
     """Check the stored distributions: all of them, or (``only``) those these trees are composed from. Each
     report names the trees, of ``trees`` (every tree of the repo, say), composed from it."""
     held = holders(layout, trees)
-    wanted = every(layout) if only is None else sorted(set(holders(layout, only)))
+    if only is None:
+        wanted = sorted({*every(layout), *(stray for stray, _ in strays.every(layout))})
+    else:
+        wanted = sorted(set(holders(layout, only)))
     return [verify_one(layout, stored, tuple(held.get(stored, ()))) for stored in wanted]
 
 
 def verify_one(layout: Layout, stored: Stored, trees: tuple[TreeId, ...] = ()) -> DistReport:
     """Check one stored distribution file by file. Reads only; takes no lock (it never changes once stored)."""
     path = layout.path(*stored.parts())
+    thing = strays.at_entry(layout, stored)
+    if thing is not None:
+        # Not a stored distribution at all: what stands at its path, named (a stray is set aside by --repair).
+        whose = "never followed: remove it" if thing is Thing.SYMLINK else "--repair sets it aside"
+        note = f"{thing.named} where a stored distribution belongs ({whose})"
+        return DistReport(stored, path, BROKEN, RecordProblems(), trees, (note,))
     try:
         found = _audit.check(layout, stored)
     except (_fs.Unreadable, PermissionError) as error:

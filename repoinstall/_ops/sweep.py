@@ -6,6 +6,7 @@ state says about who is still in it. :mod:`.gc` collects trees, staging dirs and
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,10 +18,14 @@ from .._store import fs as _fs
 from .._store import walk as _walk
 from .._store.layout import TRASH, Layout, read_only_filesystem
 from .._store.lockformat import last_sign_of_life, members
+from .._store.things import Thing, thing_at
 
 
 class Removal(NamedTuple):
-    kind: str  # staging, trash, lock, note, temp, tree, dist, cache, symlink
+    #: What was removed: staging, trash, lock, note, temp, tree, dist, store (an empty store directory), stray (a
+    #: non-directory where a stored distribution belongs), cache; or what was left alone: symlink, file, fifo,
+    #: socket, device, dir.
+    kind: str
     path: str
     reason: str
     done: bool
@@ -76,13 +81,19 @@ class Sweep:
     @contextmanager
     def _dir(self, parts: tuple[str, ...]) -> Iterator[int | None]:
         """One of the repo's own directories, opened without following a symlink. A symlink or file in its place
-        is reported and left alone (it may be an operator's doing; it is never followed)."""
+        is reported and left alone (it may be an operator's doing; it is never followed), and so is one this UID
+        may not read (mode 000, another UID's): nothing in it can be proven unused."""
         root = self.layout.root_fd()
-        fd = None if root is None else _fs.open_dir(root, parts)
+        try:
+            fd = None if root is None else _fs.open_dir(root, parts)
+        except PermissionError:
+            self.cannot_read(parts)
+            yield None
+            return
         if fd is None:
-            if root is not None and (kind := kind_at(root, "/".join(parts))) not in (None, _walk.DIR):
-                what = "a symlink" if kind == _walk.LINK else "not a directory"
-                self._leave_alone(self.layout.path(*parts), f"{what} where a repo directory belongs: left alone")
+            thing = None if root is None else thing_at(root, "/".join(parts))
+            if thing is not None and thing is not Thing.DIRECTORY:
+                self._leave_alone(self.layout.path(*parts), f"{thing.named} where a repo directory belongs", thing)
             yield None
             return
         try:
@@ -90,12 +101,30 @@ class Sweep:
         finally:
             os.close(fd)
 
-    def _leave_alone(self, path: str, reason: str) -> None:
+    def cannot_read(self, parts: tuple[str, ...]) -> None:
+        """Report the first directory on the way to ``parts`` that this UID may not list or search (mode 000,
+        another UID's private one) as left alone, with its owner and mode: nothing in it can be proven unused."""
+        for depth in range(1, len(parts) + 1):
+            path = self.layout.path(*parts[:depth])
+            try:
+                info = os.stat(path, follow_symlinks=False)
+            except OSError:
+                return  # gone since: nothing to say
+            if not stat.S_ISDIR(info.st_mode):
+                return  # a symlink or file: said where it stands
+            if not os.access(path, os.R_OK | os.X_OK, effective_ids=True) or depth == len(parts):
+                mode = stat.S_IMODE(info.st_mode)
+                why = f"uid {os.geteuid()} may not read it (owner uid {info.st_uid}, mode {mode:04o})"
+                self._leave_alone(path, why, Thing.DIRECTORY)
+                return
+
+    def _leave_alone(self, path: str, why: str, thing: Thing = Thing.SYMLINK) -> None:
         """Report ``path`` (a symlink, or something else where a directory belongs) as left alone, once: several
-        passes walk the same directories (lock debris, temporaries and empty lock directories all walk locks/)."""
+        passes walk the same directories (lock debris, temporaries and empty lock directories all walk locks/).
+        Its kind is what it is (``symlink``, ``fifo``, ``file``...); ``why`` says where it stands."""
         if path not in self._left_alone:
             self._left_alone.add(path)
-            self.found.append(Removal("symlink", path, reason, False))
+            self.found.append(Removal(thing.key, path, f"{why}: left alone", False))
 
     def _age(self, dir_fd: int, name: str) -> float:
         try:

@@ -291,31 +291,56 @@ def _descend(dir_fd: int, parts: Sequence[str], where: str, *, create: bool) -> 
     fd = os.dup(dir_fd)
     try:
         for index, part in enumerate(parts):
-            created = False
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, DIR_MODE, dir_fd=fd)
-                    created = True
-            try:
-                nxt = os.open(part, DIR_FLAGS if create else LOOKUP_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if create:
-                    raise
-                os.close(fd)
-                return None
-            except OSError as error:
-                if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                    shown = os.path.join(where, *parts[: index + 1])
-                    raise RepoUnusable(f"{shown} is not a directory (a symlink or file is in the way)") from None
-                raise
+            found = _step(fd, part, create=create)
+            if isinstance(found, OSError):
+                raise RepoUnusable(in_the_way(fd, part, os.path.join(where, *parts[: index + 1]))) from None
             os.close(fd)
-            fd = nxt
+            if found is None:
+                return None
+            fd, created = found
             if created:
                 set_group_mode(fd, DIR_MODE)
         return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def _step(fd: int, part: str, *, create: bool) -> tuple[int, bool] | OSError | None:
+    """The directory ``part`` below ``fd`` opened (and whether we made it), ``None`` if it is missing (and not
+    ``create``), or the error of a symlink or file in its place.
+
+    Invariant: gc removes empty directories of the repo by rmdir, without a lock (a lock's directory, a store
+    name's: see ``Layout.prune``), so one found there by our mkdir (EEXIST) may be gone by our open: it was empty,
+    nothing of anyone's went with it, and it is made again."""
+    for attempt in range(STALE_LOOKUPS):
+        created = False
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, DIR_MODE, dir_fd=fd)
+                created = True
+        try:
+            return os.open(part, DIR_FLAGS if create else LOOKUP_FLAGS, dir_fd=fd), created
+        except FileNotFoundError:
+            if not create:
+                return None
+            if attempt == STALE_LOOKUPS - 1:
+                raise
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                return error
+            raise
+    raise AssertionError("unreachable")
+
+
+def in_the_way(dir_fd: int, name: str, shown: str) -> str:
+    """One line saying that ``name`` below ``dir_fd`` (``shown`` in full) is not the directory it should be, and
+    what it is instead: a symlink, a regular file, a FIFO, a socket or a device."""
+    from .things import Thing, thing_at  # here: only an error needs it
+
+    thing = thing_at(dir_fd, name)
+    what = thing.named if thing is not None and thing is not Thing.DIRECTORY else "a symlink or file"
+    return f"{shown} is not a directory ({what} is in the way)"
 
 
 def read_json(dir_fd: int, parts: Sequence[str], limit: int = 1 << 22) -> dict[str, object] | None:
