@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -8,6 +9,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "support"))
+
+# A suite started in the background of a script (`cmd &`) inherits SIGINT ignored, and so would every process it
+# starts: the Ctrl-C tests would then test nothing. Python's own handler here, so children start with the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import helpers
 from indexserver import IndexServer

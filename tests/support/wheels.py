@@ -7,6 +7,7 @@ import hashlib
 import random
 import zipfile
 from pathlib import Path
+from typing import Any
 
 
 def _hash(data: bytes) -> str:
@@ -113,12 +114,11 @@ def wheels_of_installed(directory: Path, *requirements: str) -> list[Path]:
     return written
 
 
-def _wheel_of(dist: object, directory: Path) -> Path:
-    from importlib.metadata import Distribution
-
+def _wheel_of(dist: Any, directory: Path) -> Path:
+    """``dist``: an ``importlib.metadata`` distribution, or the ``importlib_metadata`` backport's where a package in
+    the environment installs its finder (the same interface)."""
     from packaging.utils import canonicalize_name
 
-    assert isinstance(dist, Distribution)
     module = canonicalize_name(dist.metadata["Name"]).replace("-", "_")
     version = dist.version
     files: dict[str, bytes] = {}
