@@ -121,6 +121,7 @@ def test_a_fifo_at_a_store_locks_owner_note_neither_hangs_an_ensure_nor_stays(re
     os.mkfifo(note)
     done = run(*ensure_args(repo, served.url, "app==1.0"), timeout=60)
     assert done.returncode == 0, done.stderr
+    _age([note])  # an owner note goes once older than --stale-after: nobody renews this one
     code, removed = _gc(repo)
     assert code == 0 and not os.path.lexists(note), removed
 
