@@ -114,7 +114,6 @@ def test_a_directory_where_a_store_lock_file_belongs_is_set_aside_by_gc(repo: Pa
     assert ("lock", str(planted.parent)) in done, "the lock directory it kept goes too"
 
 
-@pytest.mark.xfail(strict=True, reason="open defect: gc leaves a FIFO at a store lock's owner note in place")
 def test_a_fifo_at_a_store_locks_owner_note_neither_hangs_an_ensure_nor_stays(repo: Path, served: IndexServer) -> None:
     note = _locks(repo, served) / f"{_leaf(served, 'lib')}.owner"
     note.parent.mkdir(parents=True)
