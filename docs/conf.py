@@ -61,6 +61,8 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(Requested|TreeId|Artifact|Dist|Packages\.\w+|repoinstall\.ray\.RuntimeEnvContext)"),
     # The OCI client's values (a registry reference, its settings, what a push made): private too.
     (r"py:.*", r"(Reference|Settings|Pushed)"),
+    # What stands where a repo directory belongs (Repo.obstacles): a private record too.
+    (r"py:.*", r"Obstacle"),
 ]
 
 #: The engine adapters' own engines, where this environment lacks them (``pip install '.[docs]'`` alone).
