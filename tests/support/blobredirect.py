@@ -17,7 +17,9 @@ _BLOB = re.compile(r"^/v2/(?P<repository>.+)/blobs/(?P<digest>sha256:[0-9a-f]{64
 _HOP = {"connection", "transfer-encoding", "keep-alive", "host", "content-length"}
 
 
-class _Server:
+class Served:
+    """A threaded HTTP server on a free port of 127.0.0.1, serving from the moment it is made."""
+
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
@@ -64,7 +66,7 @@ class BlobRedirect:
                 _send(self, answer.status_code, {"Content-Type": "application/octet-stream"}, answer.content,
                       head=False)  # fmt: skip
 
-        self._storage = _Server(Storage)
+        self._storage = Served(Storage)
         storage = self._storage.host
 
         class Front(BaseHTTPRequestHandler):
@@ -93,7 +95,7 @@ class BlobRedirect:
                 answer = httpx.request(self.command, f"http://{backend}{self.path}", headers=headers, timeout=60)
                 _send(self, answer.status_code, dict(answer.headers), answer.content, head=head)
 
-        self._front = _Server(Front)
+        self._front = Served(Front)
         #: Where clients reach the registry.
         self.host = self._front.host
         self.storage = storage
