@@ -16,7 +16,7 @@ _HOP = {"connection", "transfer-encoding", "keep-alive", "content-length"}
 
 
 class HeldTag:
-    def __init__(self, backend: str, repository: str, tag: str, *, readers: int = 2, hold: float = 20.0) -> None:
+    def __init__(self, backend: str, repository: str, tag: str, *, readers: int = 2, hold: float = 60.0) -> None:
         self.reads = 0
         self.writes = 0
         self._seen = threading.Condition()
