@@ -29,7 +29,7 @@ from . import image as _image
 from .auth import lookup
 from .client import Registry
 from .layer import Refused, unpack
-from .reference import Reference, platform_of, tag_for
+from .reference import Reference, platform_of, platform_tag, tag_for
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -86,8 +86,13 @@ class Source:
         if _image.is_index(kind):
             chosen = _image.pick(document, tid.env, where)
             if chosen is None:
-                return None  # pushed for other platforms only
-            digest = str(chosen["digest"])
+                # Not in the index: this platform's own tag, which its pusher writes before the index (a pusher
+                # that died in between, or an entry a racing push dropped, is still found).
+                digest = registry.manifest_digest(platform_tag(tid)) or ""
+                if not digest:
+                    return None  # pushed for other platforms only
+            else:
+                digest = str(chosen["digest"])
             got = registry.get_manifest(digest)
             if got is None:
                 raise Refused(f"{where}: its index names {digest}, which the registry does not have: refused")
