@@ -42,7 +42,7 @@ def test_jobs_is_held_to_what_the_host_can_run(served: IndexServer, repo: Path) 
     cap = max_jobs()
     assert cap < 12, "this test needs a host of fewer than 6 CPUs to show the cap"
     # The batch's one installer run first (all twelve, one download at a time), then one per spec, at most cap.
-    assert 1 < served.peak_downloading <= cap, served.peak_downloading
+    assert 1 < served.peak_sending <= cap, served.peak_sending
 
 
 def test_pinned_specs_no_index_has_cost_no_installer_each(served: IndexServer, repo: Path, tmp_path: Path) -> None:

@@ -328,6 +328,21 @@ class Layout:
         ``None`` if it was not there, ``True`` once deleted, ``False`` if set aside but not wholly deleted (gc
         finishes it later). Raises :class:`RepoUnusable` if ``parts`` or trash/ is a symlink or file.
         """
+        target = self.to_trash(parts, name, label)
+        if target is None:
+            return None
+        from .walk import remove  # here: the warm path discards nothing
+
+        trash = _fs.make_dirs(self.writable_fd(), (TRASH,), self.root)
+        try:
+            return remove(trash, target)
+        finally:
+            os.close(trash)
+
+    def to_trash(self, parts: tuple[str, ...], name: str, label: str) -> str | None:
+        """Take ``parts/name`` out of the repo's view by one rename into trash/ (a symlink is moved, never
+        followed) and leave it there: its name in trash/, or ``None`` if it was not there. Deleting it is the
+        caller's (:meth:`discard`), or gc's once it is older than ``--older-than``."""
         root = self.writable_fd()
         parent = _fs.open_dir(root, parts)
         if parent is None:
@@ -346,9 +361,7 @@ class Layout:
                     if not _let_owner_write(parent, name):
                         raise
                     os.rename(name, target, src_dir_fd=parent, dst_dir_fd=trash)
-                from .walk import remove  # here: the warm path discards nothing
-
-                return remove(trash, target)
+                return target
             finally:
                 os.close(trash)
         finally:

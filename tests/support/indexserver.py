@@ -42,8 +42,8 @@ class IndexServer:
         self.started: Counter[str] = Counter()
         self.completed: Counter[str] = Counter()
         #: Downloads being sent right now, and the most there were at once.
-        self.downloading = 0
-        self.peak_downloading = 0
+        self.sending = 0
+        self.peak_sending = 0
         self.slow_in_flight = 0  # slow page answers being held back right now
         self.pages: Counter[str] = Counter()  # project -> requests for its /simple/ page
         self.page_faults: list[str] = []
@@ -103,8 +103,8 @@ class IndexServer:
                     return
                 with server._lock:
                     server.started[name] += 1
-                    server.downloading += 1
-                    server.peak_downloading = max(server.peak_downloading, server.downloading)
+                    server.sending += 1
+                    server.peak_sending = max(server.peak_sending, server.sending)
                 try:
                     for prefix, delay in server.delays.items():
                         if name.startswith(prefix):
@@ -112,7 +112,7 @@ class IndexServer:
                     self._send(200, body, "application/octet-stream", ETag=etag, **{"Cache-Control": _IMMUTABLE})
                 finally:
                     with server._lock:
-                        server.downloading -= 1
+                        server.sending -= 1
                 with server._lock:
                     server.completed[name] += 1
 
