@@ -9,6 +9,7 @@ import stat
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _log
+from . import closures as _closures
 from . import fs as _fs
 from . import manifest as _manifest
 from .check import State, check
@@ -38,7 +39,12 @@ def record_existing(layout: Layout, requirement: str, tid: TreeId, dist_info: st
     finally:
         os.close(tree)
     name = (installer or b"unknown").decode("utf-8", "replace").strip() or "unknown"
-    _manifest.write(layout, tid, _manifest.TreeEntry.new(tid, requirement, dist_info, dists, name, "unknown"))
+    # Which artifact each distribution came from died with the installer's report, but a kept closure (written
+    # when this tree was first recorded) says, so export and the store's holders read the record as before.
+    kept = _closures.read(layout, tid)
+    artifacts = () if kept is None else _closures.artifacts(kept)
+    entry = _manifest.TreeEntry.new(tid, requirement, dist_info, dists, name, "unknown", artifacts)
+    _manifest.write(layout, tid, entry)
     return True
 
 
