@@ -1,0 +1,105 @@
+"""What the repo reports about its store is true, and a tree is the same whatever came before it.
+
+``doctor`` run by a second UID whose trees are copies (``fs.protected_hardlinks``) does not say "hard links: yes";
+a tree's dist-info does not carry what a lock's install stored first (``direct_url.json``, ``REQUESTED``); and
+``verify`` sees what write access to the store can do to a stored distribution (see the second half).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import otheruid
+import pytest
+from helpers import document, ensure_args, run
+from indexserver import IndexServer
+from wheels import make_wheel
+
+from repoinstall._store.identity import environment_tag
+
+GROUP = 2000
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexServer]:
+    directory = tmp_path_factory.mktemp("truth-wheels")
+    make_wheel(directory, "app", "1.0", requires=("lib>=1",))
+    make_wheel(directory, "other", "1.0", requires=("lib>=1",))
+    make_wheel(directory, "lib", "1.0", modules=2)
+    server = IndexServer(directory).start()
+    yield server
+    server.stop()
+
+
+def _stored(repo: Path, project: str = "lib") -> Path:
+    (found,) = (repo / "store" / environment_tag() / project).iterdir()
+    return found
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A repo directory of a shared group (a Kubernetes fsGroup), below a directory every UID may search."""
+    if not otheruid.available():
+        pytest.skip("needs root, unshare and setpriv")
+    if Path("/proc/sys/fs/protected_hardlinks").read_text().strip() != "1":
+        pytest.skip("needs fs.protected_hardlinks = 1")
+    top = Path(tempfile.mkdtemp(prefix="repoinstall-truth-"))
+    top.chmod(0o755)
+    repo = top / "repo"
+    repo.mkdir()
+    os.chown(repo, 0, GROUP)
+    repo.chmod(0o2775)
+    try:
+        yield repo
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_doctor_of_a_uid_whose_trees_are_copies_does_not_say_hard_links_yes(shared: Path, served: IndexServer) -> None:
+    assert run(*ensure_args(shared, served.url, "app==1.0")).returncode == 0  # lib stored by uid 0
+    composed = otheruid.run_as(1001, GROUP, *ensure_args(shared, served.url, "other==1.0"), groups=(GROUP,))
+    assert composed.returncode == 0, composed.stderr
+    tree = Path(document(composed.stdout)["packages"][0]["path"])
+    stored = next(p for p in _stored(shared).rglob("*.py"))
+    copy = tree / stored.relative_to(_stored(shared))
+    assert copy.stat().st_ino != stored.stat().st_ino, "uid 1001 may not link uid 0's file: a copy"
+
+    doctor = otheruid.run_as(1001, GROUP, "doctor", "--repo", shared, "--json", groups=(GROUP,))
+    (links,) = [f for f in json.loads(doctor.stdout)["findings"] if f["check"] == "hard links"]
+    assert links["result"] == (
+        "own files only: another UID's stored files (uid 0) are refused (EPERM; fs.protected_hardlinks), so trees "
+        "this UID composes from them are copies"
+    ), links
+    assert "one runAsUser" in links["consequence"]
+    mine = run("doctor", "--repo", shared, "--json")  # uid 0 links anything: true for it
+    assert [f["result"] for f in json.loads(mine.stdout)["findings"] if f["check"] == "hard links"] == ["yes"]
+
+
+def test_a_trees_dist_info_does_not_depend_on_a_lock_installed_before(
+    served: IndexServer, repo: Path, tmp_path: Path
+) -> None:
+    wheel = served.files("lib")[0]
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(
+        'lock-version = "1.0"\ncreated-by = "hand"\n[[packages]]\nname = "lib"\nversion = "1.0"\n'
+        f'wheels = [{{ url = "{served.url}{wheel.name}", hashes = {{ sha256 = "{served.sha256(wheel)}" }} }}]\n'
+    )
+    first = run("ensure", "--repo", repo, "--json", "-r", lock)
+    assert first.returncode == 0, first.stderr
+    later = run(*ensure_args(repo, served.url, "other==1.0"))  # from the index, composed of the stored lib
+    assert later.returncode == 0, later.stderr
+    info = "lib-1.0.dist-info"
+    stored = _stored(repo) / info
+    for tree in (
+        Path(document(first.stdout)["packages"][0]["path"]),
+        Path(document(later.stdout)["packages"][0]["path"]),
+    ):
+        assert not (tree / info / "direct_url.json").exists() and not (tree / info / "REQUESTED").exists(), tree
+    assert sorted(p.name for p in stored.iterdir()) == ["INSTALLER", "METADATA", "RECORD", "WHEEL"]
+    assert "direct_url.json" not in (stored / "RECORD").read_text()
+    assert run("verify", "--repo", repo).returncode == 0
