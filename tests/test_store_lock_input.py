@@ -9,11 +9,8 @@ private store directory.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +18,6 @@ import otheruid
 import pytest
 from helpers import cli, document, ensure_args, isolated_env, run, snapshot
 from indexserver import IndexServer
-from wheels import make_wheel
 
 from repoinstall._store.identity import environment_tag
 
@@ -30,11 +26,7 @@ HEAD = 'lock-version = "1.0"\ncreated-by = "hand"\n'
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexServer]:
-    directory = tmp_path_factory.mktemp("lock-input-wheels")
-    make_wheel(directory, "app", "1.0", requires=("lib>=1",))
-    make_wheel(directory, "other", "1.0", requires=("lib>=1",))
-    make_wheel(directory, "lib", "1.0", modules=2)
-    server = IndexServer(directory).start()
+    server = otheruid.serve_app_other_lib(tmp_path_factory.mktemp("lock-input-wheels"))
     yield server
     server.stop()
 
@@ -172,22 +164,10 @@ GROUP = 2000
 
 @pytest.fixture
 def shared() -> Iterator[Path]:
-    """A repo directory of a shared group (a Kubernetes fsGroup), below a directory every UID may search."""
     if not otheruid.available():
         pytest.skip("needs root, unshare and setpriv")
-    top = Path(tempfile.mkdtemp(prefix="repoinstall-shared-"))  # pytest's own tmp dirs are private to root
-    top.chmod(0o755)
-    repo = top / "repo"
-    repo.mkdir()
-    os.chown(repo, 0, GROUP)
-    repo.chmod(0o2775)
-    try:
+    with otheruid.shared_repo(GROUP) as repo:
         yield repo
-    finally:
-        for path in repo.rglob("*"):
-            if path.is_dir() and not path.is_symlink():
-                path.chmod(0o755)
-        shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3], ids=["store", "env", "name"])

@@ -8,9 +8,6 @@ a tree's dist-info does not carry what a lock's install stored first (``direct_u
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +15,6 @@ import otheruid
 import pytest
 from helpers import document, ensure_args, run
 from indexserver import IndexServer
-from wheels import make_wheel
 
 from repoinstall._store.identity import environment_tag
 
@@ -27,11 +23,7 @@ GROUP = 2000
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexServer]:
-    directory = tmp_path_factory.mktemp("truth-wheels")
-    make_wheel(directory, "app", "1.0", requires=("lib>=1",))
-    make_wheel(directory, "other", "1.0", requires=("lib>=1",))
-    make_wheel(directory, "lib", "1.0", modules=2)
-    server = IndexServer(directory).start()
+    server = otheruid.serve_app_other_lib(tmp_path_factory.mktemp("truth-wheels"))
     yield server
     server.stop()
 
@@ -43,21 +35,12 @@ def _stored(repo: Path, project: str = "lib") -> Path:
 
 @pytest.fixture
 def shared() -> Iterator[Path]:
-    """A repo directory of a shared group (a Kubernetes fsGroup), below a directory every UID may search."""
     if not otheruid.available():
         pytest.skip("needs root, unshare and setpriv")
     if Path("/proc/sys/fs/protected_hardlinks").read_text().strip() != "1":
         pytest.skip("needs fs.protected_hardlinks = 1")
-    top = Path(tempfile.mkdtemp(prefix="repoinstall-truth-"))
-    top.chmod(0o755)
-    repo = top / "repo"
-    repo.mkdir()
-    os.chown(repo, 0, GROUP)
-    repo.chmod(0o2775)
-    try:
+    with otheruid.shared_repo(GROUP) as repo:
         yield repo
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_doctor_of_a_uid_whose_trees_are_copies_does_not_say_hard_links_yes(shared: Path, served: IndexServer) -> None:
