@@ -7,6 +7,7 @@
     <repo>/closures/<env>/<name>/<version>[extras].json what a tree was installed from, kept when it goes
     <repo>/store/<env>/<name>/<version>-<sha16>/        each installed distribution once, trees link to it
     <repo>/store-locks/<env>/<name>/<leaf>.lock         a stored distribution's lock (and a cold store's batch)
+    <repo>/store-digests/<env>/<name>/<leaf>.json       the sha256 of a stored distribution's RECORD, as stored
     <repo>/cache/index/                                 answers from package indexes
     <repo>/staging/<env>/<tree>.<host>.<pid>.<random>/  a private staging dir per install attempt
     <repo>/trash/                                       what is being removed, renamed aside before deletion
@@ -42,6 +43,9 @@ STORE = "store"
 #: The locks of stored distributions, ``store-locks/<env>/<name>/<leaf>.lock``: apart from ``locks/``, whose
 #: readers (gc, ``locks``) take every lock there for a tree's.
 STORE_LOCKS = "store-locks"
+#: A digest of each stored distribution's RECORD, kept apart from it (see repoinstall._dstore.digests):
+#: ``store-digests/<env>/<name>/<leaf>.json``.
+STORE_DIGESTS = "store-digests"
 RECORD_SUFFIX = ".json"
 #: The repo's statement of its format and lock protocol (see repoformat), at its top.
 FORMAT_FILE = "format"
