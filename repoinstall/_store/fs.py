@@ -399,8 +399,9 @@ def set_group_mode(fd: int, mode: int) -> None:
 IN_THE_WAY = frozenset({errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST})
 
 
-def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
-    """Write ``name`` in ``dir_fd`` through a temporary file and one rename, so readers see all of it or none.
+def write_atomic(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE) -> None:
+    """Write ``name`` in ``dir_fd`` through a temporary file and one rename, so readers see all of it or none;
+    ``mode``: the group's by default, ``0o600`` for what only this UID may read.
 
     The temporary file never outlives a failure or an interrupt; a directory in the way of ``name`` fails with
     an error naming ``name`` (not the temporary file)."""
@@ -413,12 +414,12 @@ def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
         # removed. The window left is that exception arriving before the descriptor is bound to ``fd`` and the
         # inner try is entered: then the descriptor alone is not closed here (the exiting process closes it).
         try:
-            fd = os.open(tmp, _CREATE_FLAGS, FILE_MODE, dir_fd=dir_fd)
+            fd = os.open(tmp, _CREATE_FLAGS, mode, dir_fd=dir_fd)
         except OSError:
             created = False  # O_EXCL: nothing was created, and whatever is at ``tmp`` is not ours to remove
             raise
         try:
-            set_group_mode(fd, FILE_MODE)
+            set_group_mode(fd, mode)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]

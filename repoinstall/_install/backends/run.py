@@ -8,6 +8,7 @@ file is listed in some RECORD. What they differ in stays inside their module.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -72,6 +73,14 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
     # Every index URL readable, or one line (exit 2) before an installer could show a password.
     config = index_config(options)
     sources = (*config.index_urls, *config.find_links)
+    copies: dict[str, str] = {}
+    if requested.locked:
+        # What the installer reads is the lock's local file as checked, not whatever stands at its name now.
+        from ..localcopy import private_copies
+
+        copies = private_copies(requested.locked, scratch)
+        if copies:
+            requested, pin = _with_copies(requested, pin, copies)
     chosen = backend(options.installer)
     env = chosen.environment(options)
     env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
@@ -103,6 +112,10 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
 
         reported = {a.name for a in artifacts}
         artifacts += tuple(a for a in artifacts_of(requested) if a.name not in reported)
+    if copies:
+        # Recorded as the lock named them, not as the private copies, which go with the scratch dir.
+        named = {private: original for original, private in copies.items()}
+        artifacts = tuple(a._replace(url=named.get(a.url, a.url)) for a in artifacts)
     if requested.members:
         # A set's metapackage is a wheel we wrote into the scratch dir, gone with it: its hash, and no URL.
         from packaging.utils import canonicalize_name
@@ -110,6 +123,23 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
         own = canonicalize_name(requested.name)
         artifacts = tuple(a._replace(url="") if canonicalize_name(a.name) == own else a for a in artifacts)
     return Built(chosen.name, chosen.version(), artifacts)
+
+
+def _with_copies(requested: Requested, pin: str, copies: dict[str, str]) -> tuple[Requested, str]:
+    """``requested`` and its requirements file ``pin`` (rewritten beside it) naming the private copies."""
+
+    def swapped(line: str) -> str:
+        head, at, rest = line.partition(" @ ")
+        url, space, tail = rest.partition(" ")
+        return f"{head}{at}{copies.get(url, url)}{space}{tail}" if at else line
+
+    with open(pin, encoding="utf-8") as handle:
+        text = handle.read()
+    rewritten = pin + ".copies"
+    fd = os.open(rewritten, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with open(fd, "w", encoding="utf-8") as handle:
+        handle.write("".join(swapped(line) + "\n" for line in text.splitlines()))
+    return requested._replace(locked=tuple(swapped(line) for line in requested.locked)), rewritten
 
 
 def run(
