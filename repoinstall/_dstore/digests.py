@@ -21,6 +21,8 @@ import json
 import os
 import re
 
+from .. import _log
+from .._errors import RepoUnusable
 from .._store import fs as _fs
 from .._store.layout import STORE_DIGESTS, Layout
 from .inventory import Stored
@@ -36,23 +38,27 @@ def of_record(dir_fd: int, dist_info: str) -> str | None:
 
 
 def keep(layout: Layout, stored: Stored, record: str) -> None:
-    """Keep ``record`` (a RECORD's sha256) as ``stored``'s, atomically."""
-    directory = _fs.make_dirs(layout.writable_fd(), (STORE_DIGESTS, stored.env, stored.name), layout.root)
+    """Keep ``record`` (a RECORD's sha256) as ``stored``'s, atomically; best effort: the distribution is stored
+    already, and one without a digest is only checked less (verify says so), so something in the way of
+    ``store-digests/`` (a file, a symlink, another UID's directory) is a warning, never a failed install."""
     try:
-        _fs.write_atomic(directory, stored.leaf + _SUFFIX, (json.dumps({"record": record}) + "\n").encode())
-    finally:
-        os.close(directory)
+        directory = _fs.make_dirs(layout.writable_fd(), (STORE_DIGESTS, stored.env, stored.name), layout.root)
+        try:
+            _fs.write_atomic(directory, _name(stored), (json.dumps({"record": record}) + "\n").encode())
+        finally:
+            os.close(directory)
+    except (OSError, RepoUnusable) as error:
+        _log.logger().warning("%s: its RECORD digest is not kept (%s)", stored, error)
 
 
 def kept(layout: Layout, stored: Stored) -> str | None:
     """``stored``'s kept RECORD digest, ``None`` if none is kept (or it is not one)."""
     root = layout.root_fd()
-    data = (
-        None if root is None else _fs.read_file(root, (STORE_DIGESTS, stored.env, stored.name, stored.leaf + _SUFFIX))
-    )
     try:
+        # Opened as any repo file: no symlink followed, a FIFO or device not read, a size cap.
+        data = None if root is None else _fs.read_file(root, (STORE_DIGESTS, stored.env, stored.name, _name(stored)))
         record = json.loads(data or b"")["record"]
-    except (ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     return record if isinstance(record, str) and _HEX.match(record) else None
 
@@ -66,6 +72,12 @@ def forget(layout: Layout, stored: Stored) -> None:
         return
     if directory is not None:
         try:
-            _fs.unlink(directory, stored.leaf + _SUFFIX)
+            _fs.unlink(directory, _name(stored))
+        except OSError:
+            pass  # a directory in its place: not a digest, and nothing reads it as one
         finally:
             os.close(directory)
+
+
+def _name(stored: Stored) -> str:
+    return stored.leaf + _SUFFIX

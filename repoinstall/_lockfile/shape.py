@@ -1,4 +1,4 @@
-"""A lock file's shape, bounded before ``tomllib`` reads it: nesting depth and dotted-key length.
+"""A lock file's shape, bounded before ``tomllib`` reads it: nesting depth, dotted-key length, number length.
 
 ``tomllib`` recurses once per nested array or inline table (5,000 levels end in ``RecursionError``) and is
 quadratic in a dotted key's parts (one key of 20,000 parts in 40 KB took 19 s and 1.6 GB). The size cap of
@@ -19,6 +19,11 @@ MAX_DEPTH = 64
 #: Dots in one key (``a.b.c`` has two), or in one table header: far above any lock, where ``tomllib`` is still fast.
 MAX_DOTS = 64
 
+#: Digits in a row, anywhere: no lock holds a number (or a version part) near this long, and Python refuses to
+#: convert one of more than 4,300 digits (``ValueError``, in tomllib and in ``packaging``'s versions alike).
+MAX_DIGITS = 1000
+_LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1}}}")
+
 #: Whatever can open a string or comment, or changes depth or ends a key: everything else is skipped unread.
 _TOKEN = re.compile(r"""\"\"\"|'''|["'#\[\]{}.=,\n]""")
 #: Where a literal string, a one-line basic string or a comment ends, from just after its opening.
@@ -34,7 +39,10 @@ _OPENINGS = frozenset((*_CLOSE, '"""'))
 def check_shape(path: str, text: str) -> None:
     """:class:`RequirementsFileError` (one line naming ``path`` and the line) if ``text`` nests deeper than
     :data:`MAX_DEPTH` or has a key or table header of more than :data:`MAX_DOTS` dots. An unterminated string
-    ends the scan: ``tomllib`` names it."""
+    ends the scan: ``tomllib`` names it. A run of more than :data:`MAX_DIGITS` digits, in a string or not, is
+    refused as well."""
+    if (number := _LONG_NUMBER.search(text)) is not None:
+        raise RequirementsFileError(f"{path}:{_line(text, number.start())}: a number of more than {MAX_DIGITS} digits")
     depth = 0
     dots = 0
     position = 0
