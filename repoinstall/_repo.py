@@ -109,7 +109,7 @@ class Repo:
             raise InvalidInput(problem)
         self._layout = Layout(default_repo() if path is None else path)
         self.env = environment_tag()
-        #: Trees installed at once: ``jobs``, held to what this host can run (see :func:`_options.max_jobs`).
+        #: Trees installed at once: ``jobs``, held to twice the CPUs this process may use (at least 2, at most 32).
         self.jobs = min(jobs, max_jobs())
         self._install_options = install
         self._on_event = on_event
