@@ -22,15 +22,18 @@ MAX_DOTS = 64
 #: Digits in a row, anywhere: no lock holds a number (or a version part) near this long, and Python refuses to
 #: convert one of more than 4,300 digits (``ValueError``, in tomllib and in ``packaging``'s versions alike).
 MAX_DIGITS = 1000
-_LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1}}}")
+#: Tried at the start of a run of digits only, so each run is looked at once: linear in the text.
+_LONG_NUMBER = re.compile(rf"(?<!\d)\d{{{MAX_DIGITS + 1}}}")
 
 #: Whatever can open a string or comment, or changes depth or ends a key: everything else is skipped unread.
 _TOKEN = re.compile(r"""\"\"\"|'''|["'#\[\]{}.=,\n]""")
+#: The same without what only counts a key's dots: for a text no line of which has that many dots at all.
+_NESTING = re.compile(r"""\"\"\"|'''|["'#\[\]{}]""")
 #: Where a literal string, a one-line basic string or a comment ends, from just after its opening.
 _CLOSE = {
     "'''": re.compile("'''"),
     "'": re.compile("'"),
-    '"': re.compile(r'(?:[^"\\\n]|\\.)*"'),
+    '"': re.compile(r'[^"\\\n]*(?:\\.[^"\\\n]*)*"'),  # unrolled: one C loop over plain characters
     "#": re.compile(r"(?=\n)|\Z"),
 }
 _OPENINGS = frozenset((*_CLOSE, '"""'))
@@ -46,7 +49,9 @@ def check_shape(path: str, text: str) -> None:
     depth = 0
     dots = 0
     position = 0
-    while (found := _TOKEN.search(text, position)) is not None:
+    # A key is one line: where no line has more dots than a key may, only nesting needs the scan (far fewer tokens).
+    tokens = _TOKEN if any(line.count(".") > MAX_DOTS for line in text.splitlines()) else _NESTING
+    while (found := tokens.search(text, position)) is not None:
         token = found.group()
         position = found.end()
         if token in _OPENINGS:
