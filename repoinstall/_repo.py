@@ -18,11 +18,21 @@ from ._errors import (
     InvalidInput,
     LockTimeout,
     NotInstalled,
+    NotOnIndex,
     RepoinstallError,
     ResolutionError,
     os_errors,
 )
-from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, STALE_AFTER, WAIT_TIMEOUT, InstallOptions, LockSettings
+from ._options import (
+    GC_OLDER_THAN,
+    HEARTBEAT,
+    INDEX_TTL,
+    STALE_AFTER,
+    WAIT_TIMEOUT,
+    InstallOptions,
+    LockSettings,
+    max_jobs,
+)
 from ._requirements import Requested, parse_spec
 from ._results import Action, EnsureResult, Event
 from ._store.check import in_use
@@ -67,6 +77,8 @@ class Prepared(NamedTuple):
     stored: int = 0
     #: The stored distributions the batch stored or hashed whole, for this tree's composing to trust.
     checked: frozenset[DistId] = frozenset()
+    #: Why this pinned tree cannot be installed, proven by every source's listing: no installer is run for it.
+    absent: NotOnIndex | None = None
 
 
 _NOTHING = Prepared()
@@ -97,7 +109,8 @@ class Repo:
             raise InvalidInput(problem)
         self._layout = Layout(default_repo() if path is None else path)
         self.env = environment_tag()
-        self.jobs = jobs
+        #: Trees installed at once: ``jobs``, held to twice the CPUs this process may use (at least 2, at most 32).
+        self.jobs = min(jobs, max_jobs())
         self._install_options = install
         self._on_event = on_event
         self._locks: TreeLocks | None = None
@@ -334,17 +347,37 @@ class Repo:
         items = [(requested[i], tid) for i in missing if isinstance(tid := chosen[i], TreeId)]
         if len(items) < 2:
             return {}  # one tree: its own protocol resolves and stores what it needs, under its own lock
+        prepared: dict[Choice, Prepared] = {}
         try:
             with os_errors(self._layout.root, items[0][1]):
                 done = self._layout.retrying(
                     prefill, self._layout, self._tree_locks(), self._install_options, items, self._newest
                 )
+            prepared = {
+                tid: Prepared(done.closures.get(tid), done.stored.get(tid, 0), done.checked) for _, tid in items
+            }
         except (Interrupted, LockTimeout):
             raise  # stopping, or a peer's distribution waited for past --wait-timeout: exit 3, as for a tree
         except RepoinstallError as error:
             _log.logger().debug("storing the batch first failed (%s); installing tree by tree", error)
-            return {}
-        return {tid: Prepared(done.closures.get(tid), done.stored.get(tid, 0), done.checked) for _, tid in items}
+        return self._absent(items, prepared)
+
+    def _absent(
+        self, items: list[tuple[Requested, TreeId]], prepared: dict[Choice, Prepared]
+    ) -> dict[Choice, Prepared]:
+        """``prepared``, with the pinned trees the batch did not resolve that no source lists marked absent (see
+        :mod:`repoinstall._index.absent`): none of them costs an installer run."""
+        from ._index.absent import proven_absent
+
+        unresolved = [
+            (one, tid)
+            for one, tid in items
+            if prepared.get(tid, _NOTHING).closure is None and one.pinned and not (one.locked or one.members)
+        ]
+        if len(unresolved) < 2:
+            return prepared
+        absent = proven_absent(self._chooser._make_resolver(), [one for one, _ in unresolved])
+        return {**prepared, **{unresolved[index][1]: Prepared(absent=error) for index, error in absent.items()}}
 
     def _newest(self, specs: Sequence[Requested]) -> list[Version | ResolutionError]:
         """The newest version the index offers for each spec (as the chooser asks for a tree's own version)."""
@@ -353,6 +386,8 @@ class Repo:
     def _capture(
         self, requested: Requested, tid: Choice, prepared: Prepared = _NOTHING
     ) -> EnsureResult | RepoinstallError:
+        if prepared.absent is not None:
+            return prepared.absent  # every source's listing says so: no installer run would find it
         try:
             return self._ensure(requested, _raise(tid), prepared)
         except RepoinstallError as error:

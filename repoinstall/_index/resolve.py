@@ -18,7 +18,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .. import _log
-from .._errors import RequirementsFileError, ResolutionError
+from .._errors import NotOnIndex, RequirementsFileError, ResolutionError
 from .._redact import redact
 from .._requirements import choose
 from .._store.identity import canonical_name
@@ -163,7 +163,9 @@ def resolve_plan(requested: Requested, config: IndexConfig, cache: IndexCache, t
                 pool.other_pythons.add(version)
                 continue
         return version
-    raise ResolutionError(_no_match(requested, specifier, pool, config))
+    if any(specifier.contains(version, prereleases=True) for version in pool.yanked):
+        raise ResolutionError(_no_match(requested, specifier, pool, config))  # pip takes a yanked file for a pin
+    raise NotOnIndex(_no_match(requested, specifier, pool, config))
 
 
 def _remembered_requires_python(link: Link, retries: int, facts: IndexCache) -> Plan[str | None]:

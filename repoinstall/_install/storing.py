@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 from packaging.version import Version
 
 from .. import _log
+from .._dstore import digests
 from .._dstore import store as _store
 from .._dstore.audit import fit
 from .._dstore.bytecode import hash_based
@@ -35,6 +36,7 @@ from .._errors import InstallError
 from .._options import InstallOptions
 from .._requirements import Requested
 from .._store import fs as _fs
+from .._store.dists import scan
 from .._store.identity import is_locked, is_set
 
 if TYPE_CHECKING:
@@ -214,8 +216,13 @@ def publish(layout: Layout, dist: DistId, staged: str) -> None:
     if fd is not None:
         try:
             freeze(fd)
+            # Ours is the one stored: what its RECORD is, kept apart from it, for verify (see _dstore.digests).
+            found = scan(fd)
+            record = digests.of_record(fd, found[0].dist_info) if len(found) == 1 else None
         finally:
             os.close(fd)
+        if record is not None:
+            digests.keep(layout, Stored.of(dist), record)
 
 
 def _staged_of(made: dict[str, str], dist: DistId) -> str:

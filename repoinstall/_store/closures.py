@@ -23,7 +23,7 @@ from .identity import TreeId, canonical_name, is_locked, is_set
 from .layout import CLOSURES, Layout
 
 if TYPE_CHECKING:
-    from .manifest import TreeEntry
+    from .manifest import Artifact, TreeEntry
 
 _SUFFIX = ".json"
 
@@ -53,6 +53,22 @@ def of_record(tid: TreeId, record: TreeEntry) -> Closure | None:
         lines.append(f"{name} @ {url} --hash=sha256:{sha256}" if url else f"{name}=={version} --hash=sha256:{sha256}")
         members.append(f"{name}=={version}")
     return Closure(tuple(sorted(lines)), tuple(sorted(members))) if lines else None
+
+
+def artifacts(closure: Closure) -> tuple[Artifact, ...]:
+    """The artifact of each distribution ``closure`` names (its version from ``members``, its sha256 and URL from
+    its line), for a record re-made without an installer: what the tree was installed from, as first recorded."""
+    from .manifest import Artifact
+
+    versions = {canonical_name(m.split("==", 1)[0]): m.split("==", 1)[1] for m in closure.members if "==" in m}
+    found = []
+    for line in closure.lines:
+        head, _, digest = line.partition(" --hash=sha256:")
+        name, _, url = head.partition(" @ ")
+        name = canonical_name(name.split("==", 1)[0].strip())
+        if digest and name in versions:
+            found.append(Artifact(name, versions[name], digest.strip(), url.strip()))
+    return tuple(found)
 
 
 def write(layout: Layout, tid: TreeId, closure: Closure) -> None:

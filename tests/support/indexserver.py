@@ -41,6 +41,9 @@ class IndexServer:
         self.delays: dict[str, float] = {}  # wheel-name prefix -> seconds before the body is sent
         self.started: Counter[str] = Counter()
         self.completed: Counter[str] = Counter()
+        #: Downloads being sent right now, and the most there were at once.
+        self.sending = 0
+        self.peak_sending = 0
         self.slow_in_flight = 0  # slow page answers being held back right now
         self.pages: Counter[str] = Counter()  # project -> requests for its /simple/ page
         self.page_faults: list[str] = []
@@ -100,10 +103,16 @@ class IndexServer:
                     return
                 with server._lock:
                     server.started[name] += 1
-                for prefix, delay in server.delays.items():
-                    if name.startswith(prefix):
-                        time.sleep(delay)
-                self._send(200, body, "application/octet-stream", ETag=etag, **{"Cache-Control": _IMMUTABLE})
+                    server.sending += 1
+                    server.peak_sending = max(server.peak_sending, server.sending)
+                try:
+                    for prefix, delay in server.delays.items():
+                        if name.startswith(prefix):
+                            time.sleep(delay)
+                    self._send(200, body, "application/octet-stream", ETag=etag, **{"Cache-Control": _IMMUTABLE})
+                finally:
+                    with server._lock:
+                        server.sending -= 1
                 with server._lock:
                     server.completed[name] += 1
 

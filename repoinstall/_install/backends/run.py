@@ -8,6 +8,7 @@ file is listed in some RECORD. What they differ in stays inside their module.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -69,20 +70,40 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
     (``TMPDIR``), on the repo's filesystem, removed with the staging dir and visible to gc if it is killed."""
     from ..._pipconfig import index_config
 
-    index_config(options)  # every index URL readable, or one line (exit 2) before an installer could show a password
+    # Every index URL readable, or one line (exit 2) before an installer could show a password.
+    config = index_config(options)
+    sources = (*config.index_urls, *config.find_links)
+    copies: dict[str, str] = {}
+    if requested.locked:
+        # What the installer reads is the lock's local file as checked, not whatever stands at its name now.
+        from ..localcopy import private_copies
+
+        copies = private_copies(requested.locked, scratch)
+        if copies:
+            requested, pin = _with_copies(requested, pin, copies)
     chosen = backend(options.installer)
     env = chosen.environment(options)
     env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
     # --install-timeout bounds the installer's whole work, however many runs it takes.
     deadline = time.monotonic() + options.timeout
     if (first := chosen.prepare(options, requested, pin, scratch)) is not None:
-        run(first, env, options.timeout, what, chosen.name)
+        run(first, env, options.timeout, what, chosen.name, sources=sources)
     command = chosen.command(options, target, requested, pin, scratch)
     left = deadline - time.monotonic()
     if left <= 0:
         raise InstallError(f"{what}: {chosen.name} did not finish within {options.timeout:g}s (see --install-timeout)")
     pinned = bool(requested.locked)
-    run(command, env, left, what, chosen.name, limit=options.timeout, announce=first is None, pinned=pinned)
+    run(
+        command,
+        env,
+        left,
+        what,
+        chosen.name,
+        limit=options.timeout,
+        announce=first is None,
+        pinned=pinned,
+        sources=sources,
+    )
     chosen.settle(target)
     artifacts = chosen.closure(target, requested, scratch)
     if requested.locked:
@@ -91,6 +112,10 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
 
         reported = {a.name for a in artifacts}
         artifacts += tuple(a for a in artifacts_of(requested) if a.name not in reported)
+    if copies:
+        # Recorded as the lock named them, not as the private copies, which go with the scratch dir.
+        named = {private: original for original, private in copies.items()}
+        artifacts = tuple(a._replace(url=named.get(a.url, a.url)) for a in artifacts)
     if requested.members:
         # A set's metapackage is a wheel we wrote into the scratch dir, gone with it: its hash, and no URL.
         from packaging.utils import canonicalize_name
@@ -98,6 +123,23 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
         own = canonicalize_name(requested.name)
         artifacts = tuple(a._replace(url="") if canonicalize_name(a.name) == own else a for a in artifacts)
     return Built(chosen.name, chosen.version(), artifacts)
+
+
+def _with_copies(requested: Requested, pin: str, copies: dict[str, str]) -> tuple[Requested, str]:
+    """``requested`` and its requirements file ``pin`` (rewritten beside it) naming the private copies."""
+
+    def swapped(line: str) -> str:
+        head, at, rest = line.partition(" @ ")
+        url, space, tail = rest.partition(" ")
+        return f"{head}{at}{copies.get(url, url)}{space}{tail}" if at else line
+
+    with open(pin, encoding="utf-8") as handle:
+        text = handle.read()
+    rewritten = pin + ".copies"
+    fd = os.open(rewritten, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with open(fd, "w", encoding="utf-8") as handle:
+        handle.write("".join(swapped(line) + "\n" for line in text.splitlines()))
+    return requested._replace(locked=tuple(swapped(line) for line in requested.locked)), rewritten
 
 
 def run(
@@ -110,13 +152,15 @@ def run(
     limit: float | None = None,
     announce: bool = True,
     pinned: bool = False,
+    sources: tuple[str, ...] = (),
 ) -> None:
     """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure.
     With ``-v``, its command line and its whole output are logged (credentials in URLs hidden).
 
     Once this thread's batch or the process is stopping (see :mod:`repoinstall._stop`), no installer starts and a
     running one is killed: :class:`Interrupted`, and the caller's staging dir and lock are cleaned up as for any
-    failure."""
+    failure. ``sources``: the indexes and find-links the installer reads, named (credentials hidden) when it
+    crashes on what one of them answered."""
     import shlex
 
     from ... import _log
@@ -159,6 +203,8 @@ def run(
             raise InstallError(f"{what}: {mismatch}")  # one line: which artifact, and both hashes
         if pinned and (gone := unavailable(output)) is not None:
             raise ArtifactGone(f"{what}: {gone}")  # one line: which artifact of the pinned closure is gone
+        if (crash := crashed(output, installer, sources)) is not None:
+            raise InstallError(f"{what}: {crash}")  # one line, not the tail of a traceback
         lines = [line for line in output.splitlines() if line.strip()]
         tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
         if "No space left on device" in output:
@@ -166,6 +212,29 @@ def run(
         else:
             reason = f"{installer} failed (it exited with {proc.returncode})"
         raise InstallError(f"{what}: {reason}:\n{tail}")
+
+
+#: The last line of a Python traceback: the exception's name and message.
+_EXCEPTION_LINE = re.compile(r"^\s*((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)\b.*)$")
+
+
+def crashed(output: str, installer: str, sources: tuple[str, ...]) -> str | None:
+    """The one line saying the installer crashed (a Python traceback in its output), with its exception and, if
+    it crashed reading an index's or find-links' answer (a page of junk bytes), the places it read, credentials
+    hidden; ``None`` if it did not crash."""
+    if "Traceback (most recent call last):" not in output:
+        return None
+    from ..._redact import redact_all
+
+    lines = output.splitlines()
+    start = max(i for i, line in enumerate(lines) if "Traceback (most recent call last):" in line)
+    trace = lines[start:]
+    exception = next((m.group(1) for line in reversed(trace) if (m := _EXCEPTION_LINE.match(line))), "an exception")
+    reading = any("/_internal/index/" in line or "/_internal/network/" in line for line in trace)
+    if reading and sources:
+        named = ", ".join(redact_all(source) for source in sources)
+        return f"{installer} crashed on what the index answered ({named}): {exception[:300]}"
+    return f"{installer} crashed: {exception[:300]}"
 
 
 _PIP_MISMATCH = "DO NOT MATCH THE HASHES"

@@ -206,7 +206,8 @@ class _Uv:
         if lines is None:
             return [*args, "--", pin]
         pinned = os.path.join(scratch, PINNED)
-        with open(pinned, "w", encoding="utf-8") as handle:
+        # 0600: the lines may name a URL with its password (see Staging.scratch_file).
+        with open(pinned, "w", encoding="utf-8", opener=lambda path, flags: os.open(path, flags, 0o600)) as handle:
             handle.write("".join(line + "\n" for line in lines))
         return [*args, "--require-hashes", "-r", pinned]
 
