@@ -68,6 +68,18 @@ class Chooser:
         if self._resolver is not None:
             self._resolver.close()
 
+    def pinned(self, requested: Requested) -> Requested:
+        """A lock's request with each pin naming one artifact by URL and sha256 where the lock did not (hashed
+        requirements: a version and the hashes of several files; see :mod:`repoinstall._index.artifacts`), so
+        the tree is named by what it installs, as a ``pylock.toml`` of the same resolution names it, and goes
+        through the store. As it is where that cannot be found: the installer then picks among the hashes."""
+        if not requested.locked or all(pin.sha256 and pin.url for pin in requested.locked):
+            return requested
+        from ._install.locked import request_of
+
+        found = self._make_resolver().artifacts(requested.locked, self._env)
+        return requested if found is None else request_of(found, requested.text, requested.source)
+
     def choose(self, specs: Iterable[Requested]) -> list[Choice]:
         offline = [self.offline(spec) for spec in specs]
         asking = [one.requested for one in offline if one.ask_index]

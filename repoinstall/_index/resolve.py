@@ -14,8 +14,8 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from .. import _log
 from .._errors import RequirementsFileError, ResolutionError
@@ -24,6 +24,7 @@ from .._requirements import choose
 from .._store.identity import canonical_name
 from .._textfile import read_text
 from . import http as _http
+from .files import admits, parse_file
 from .http import Plan
 from .sources import find_links_listing, index_listing
 from .wheelmeta import requires_python
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
     from .._pipconfig import IndexConfig
     from .._requirements import Requested
+    from .._store.pin import Pin
     from .cache import IndexCache
     from .simple import Link
 
@@ -80,34 +82,6 @@ def constraint_specifier(paths: Sequence[str], project: str) -> SpecifierSet:
     return combined
 
 
-def _parse(link: Link, project: str) -> tuple[Version, frozenset[Tag] | None] | None:
-    """The file's version and wheel tags (``None`` for an sdist), or ``None`` if it is not this project's."""
-    from packaging.utils import (
-        InvalidSdistFilename,
-        InvalidWheelFilename,
-        parse_sdist_filename,
-        parse_wheel_filename,
-    )
-
-    try:
-        if link.filename.endswith(".whl"):
-            name, version, _, tags = parse_wheel_filename(link.filename)
-            return (version, tags) if name == project else None
-        name, version = parse_sdist_filename(link.filename)
-        return (version, None) if name == project else None
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-        return None
-
-
-def _admits(requires: str | None, python: Version) -> bool:
-    if not requires:
-        return True
-    try:
-        return SpecifierSet(requires).contains(python, prereleases=True)
-    except InvalidSpecifier:
-        return True  # pip ignores a malformed Requires-Python too
-
-
 class _Pool(NamedTuple):
     """Installable files by version, and what was left out and why (for the error message)."""
 
@@ -121,13 +95,13 @@ def _pool(links: Iterable[Link], project: str, target: Target) -> _Pool:
     yanked: set[Version] = set()
     other: set[Version] = set()
     for link in links:
-        parsed = _parse(link, project)
+        parsed = parse_file(link, project)
         if parsed is None:
             continue
         version, tags = parsed
         if link.yanked:
             yanked.add(version)
-        elif (tags is not None and tags.isdisjoint(target.tags)) or not _admits(link.requires_python, target.python):
+        elif (tags is not None and tags.isdisjoint(target.tags)) or not admits(link.requires_python, target.python):
             other.add(version)
         else:
             files.setdefault(version, []).append(link)
@@ -158,7 +132,7 @@ def resolve_plan(requested: Requested, config: IndexConfig, cache: IndexCache, t
             # The index did not say (pypiserver never does): the wheel's own METADATA decides, as it does for pip.
             checked += 1
             requires = yield from _remembered_requires_python(best, config.retries, cache)
-            if not _admits(requires, target.python):
+            if not admits(requires, target.python):
                 _log.logger().info("skipping %s %s: Requires-Python %s", project, version, requires)
                 pool.other_pythons.add(version)
                 continue
@@ -231,6 +205,30 @@ class Resolver:
             except ResolutionError as error:
                 outcomes.append(error)
         return outcomes
+
+    def artifacts(self, pins: Sequence[Pin], env: str) -> tuple[Pin, ...] | None:
+        """Each hashed pin resolved to the one artifact this interpreter takes (see :mod:`.artifacts`), kept in
+        the repo's index cache; ``None`` if some has none a source lists with its sha256, or a source failed."""
+        from .._lockfile.environment import THIS, tag_ranks
+        from .artifacts import artifact_plan, keep, kept
+
+        if (known := kept(pins, env, self._cache)) is not None:
+            return known
+        target, ranks = this_interpreter(), tag_ranks(THIS)
+        found = []
+        for pin in pins:
+            try:
+                plan = artifact_plan(pin, self.config, self._cache, target.python, ranks)
+                one = _http.run(plan, self._sync_client)
+            except ResolutionError as error:
+                _log.logger().debug("%s: its artifact is not known (%s); the installer picks it", pin.member, error)
+                return None
+            if one is None:
+                _log.logger().debug("%s: no source lists a file its hashes name; the installer picks it", pin.member)
+                return None
+            found.append(one)
+        keep(pins, env, self._cache, found)
+        return tuple(found)
 
     async def aresolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
         """The same on the event loop, all specs at once."""

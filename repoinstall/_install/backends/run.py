@@ -8,6 +8,7 @@ file is listed in some RECORD. What they differ in stays inside their module.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -20,6 +21,8 @@ from ..._requirements import Requested
 from ..._store.manifest import Artifact
 
 _TAIL_LINES = 12
+#: In the scratch dir: a pinned install's requirements file, one line per pin.
+PINS = "pinned-requirements.txt"
 
 
 class Backend(Protocol):
@@ -64,12 +67,18 @@ def backend(name: str) -> Backend:
 
 def install(options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str, what: str) -> Built:
     """Install ``pin`` into the empty ``target``; :class:`InstallError` with the installer's last lines if it fails.
+    A pinned install (``requested.locked``) installs its pins, ``pin`` unused: their requirements file is written
+    here, the one place their lines are rendered.
 
     ``scratch`` is the staging dir's private temporary directory: the installer's builds and downloads go there
     (``TMPDIR``), on the repo's filesystem, removed with the staging dir and visible to gc if it is killed."""
     from ..._pipconfig import index_config
 
     index_config(options)  # every index URL readable, or one line (exit 2) before an installer could show a password
+    if requested.locked:
+        pin = os.path.join(scratch, PINS)
+        with open(pin, "w", encoding="utf-8") as handle:
+            handle.write("".join(one.line() + "\n" for one in requested.locked))
     chosen = backend(options.installer)
     env = chosen.environment(options)
     env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
@@ -87,10 +96,11 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
     artifacts = chosen.closure(target, requested, scratch)
     if requested.locked:
         # What a pinned install was told to take, for what the installer did not report itself.
+        from ..._store.identity import canonical_name
         from ..locked import artifacts_of
 
-        reported = {a.name for a in artifacts}
-        artifacts += tuple(a for a in artifacts_of(requested) if a.name not in reported)
+        reported = {canonical_name(a.name) for a in artifacts}
+        artifacts += tuple(a for a in artifacts_of(requested.locked) if a.name not in reported)
     if requested.members:
         # A set's metapackage is a wheel we wrote into the scratch dir, gone with it: its hash, and no URL.
         from packaging.utils import canonicalize_name
