@@ -21,10 +21,12 @@ from ._store.layout import RECORDS, Layout
 from ._store.manifest import as_recorded
 
 if TYPE_CHECKING:
+    from packaging.requirements import Requirement
     from packaging.version import Version
 
     from ._index.resolve import Resolver
     from ._options import InstallOptions, LockSettings
+    from ._store.pin import Pin
 
 #: A spec's tree, ``None`` if its marker is false here, or why it has none (the index could not say, bad input).
 Choice = TreeId | RepoinstallError | None
@@ -73,12 +75,50 @@ class Chooser:
         requirements: a version and the hashes of several files; see :mod:`repoinstall._index.artifacts`), so
         the tree is named by what it installs, as a ``pylock.toml`` of the same resolution names it, and goes
         through the store. As it is where that cannot be found: the installer then picks among the hashes."""
-        if not requested.locked or all(pin.sha256 and pin.url for pin in requested.locked):
+        if not requested.locked:
             return requested
         from ._install.locked import request_of
 
-        found = self._make_resolver().artifacts(requested.locked, self._env)
-        return requested if found is None else request_of(found, requested.text, requested.source)
+        pins = requested.locked
+        if (former := self._former_name(pins)) is not None:
+            return request_of(pins, requested.text, requested.source, former)  # the file's tree, as installed before
+        if not all(pin.sha256 and pin.url for pin in pins):
+            pins = self._make_resolver().artifacts(pins, self._env) or pins
+        return request_of(pins, requested.text, requested.source, self._lock_name(pins))
+
+    def _former_name(self, pins: tuple[Pin, ...]) -> str | None:
+        """The name a lock tree of ``pins`` had before trees were named for what they hold, while a tree of that
+        name is here: it stays usable (found, verified, exported, removed) under it."""
+        from packaging.version import Version
+
+        from ._store.check import present
+        from ._store.identity import legacy_lock_name
+        from ._store.pin import closure_key
+
+        name = legacy_lock_name(closure_key(pins))
+        return name if present(self._layout, TreeId(self._env, name, Version("1"))) else None
+
+    def _lock_name(self, pins: tuple[Pin, ...]) -> str:
+        """The name of the lock tree of ``pins``: its top-level names and a digest of the closure (see
+        :func:`~repoinstall._store.identity.lock_name`), or its former name (see :meth:`_former_name`)."""
+        from ._store.identity import lock_name
+        from ._store.pin import closure_key
+
+        if (former := self._former_name(pins)) is not None:
+            return former
+        return lock_name(closure_key(pins), self._make_resolver().roots(pins, self._stored_requires))
+
+    def _stored_requires(self, pin: Pin) -> list[Requirement] | None:
+        """The ``Requires-Dist`` of ``pin``'s stored distribution; ``None`` if the store does not hold it."""
+        from ._dstore import store
+        from ._dstore.identity import DistId
+        from ._dstore.requires import requirements
+
+        if pin.sha256 is None:
+            return None
+        dist = DistId.of(self._env, pin.name, pin.version, pin.sha256)
+        found = requirements(store.path(self._layout, dist)) if store.present(self._layout, dist) else None
+        return None if found is None else found[0]
 
     def choose(self, specs: Iterable[Requested]) -> list[Choice]:
         offline = [self.offline(spec) for spec in specs]

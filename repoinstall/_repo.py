@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar, overload
 
@@ -350,9 +350,12 @@ class Repo:
             return {}
         return {tid: Prepared(done.closures.get(tid), done.stored.get(tid, 0), done.checked) for _, tid in items}
 
-    def _newest(self, specs: Sequence[Requested]) -> list[Version | ResolutionError]:
-        """The newest version the index offers for each spec (as the chooser asks for a tree's own version)."""
-        return self._chooser._make_resolver().resolve(specs)
+    def _newest(
+        self, specs: Sequence[Requested], known: Mapping[tuple[str, str], str | None]
+    ) -> list[Version | ResolutionError]:
+        """The newest version the index offers for each spec (as the chooser asks for a tree's own version);
+        ``known``: the Requires-Python of files the batch stored, by name and version, not fetched again."""
+        return self._chooser._make_resolver().resolve(specs, known)
 
     def _capture(
         self, requested: Requested, tid: Choice, prepared: Prepared = _NOTHING

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import platform
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.specifiers import SpecifierSet
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .._requirements import Requested
     from .._store.pin import Pin
     from .cache import IndexCache
+    from .roots import Stored
     from .simple import Link
 
 #: How many versions in a row may turn out (from their wheel's metadata) to exclude this Python before we stop.
@@ -111,8 +112,15 @@ def _pool(links: Iterable[Link], project: str, target: Target) -> _Pool:
     return _Pool(files, yanked - files.keys(), other - files.keys())
 
 
-def resolve_plan(requested: Requested, config: IndexConfig, cache: IndexCache, target: Target) -> Plan[Version]:
-    """Ask every source, then pick the best version for ``target``; :class:`ResolutionError` if none fits."""
+def resolve_plan(
+    requested: Requested,
+    config: IndexConfig,
+    cache: IndexCache,
+    target: Target,
+    known: Mapping[tuple[str, str], str | None] | None = None,
+) -> Plan[Version]:
+    """Ask every source, then pick the best version for ``target``; :class:`ResolutionError` if none fits.
+    ``known``: the Requires-Python of versions at hand (stored), by (name, version): not fetched."""
     project = requested.name
     if not config.sources:
         raise ResolutionError(f"{requested.text}: nothing installed matches and there is no index to ask (--no-index)")
@@ -131,7 +139,10 @@ def resolve_plan(requested: Requested, config: IndexConfig, cache: IndexCache, t
         if best.requires_python is None and best.filename.endswith(".whl") and checked < _METADATA_CHECKS:
             # The index did not say (pypiserver never does): the wheel's own METADATA decides, as it does for pip.
             checked += 1
-            requires = yield from _remembered_requires_python(best, config.retries, cache)
+            if known is not None and (project, str(version)) in known:
+                requires = known[(project, str(version))]
+            else:
+                requires = yield from _remembered_requires_python(best, config.retries, cache)
             if not admits(requires, target.python):
                 _log.logger().info("skipping %s %s: Requires-Python %s", project, version, requires)
                 pool.other_pythons.add(version)
@@ -195,13 +206,16 @@ class Resolver:
                 self._client.close()
                 self._client = None
 
-    def resolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
-        """One version per spec (or why not), one after another."""
+    def resolve(
+        self, requested: Sequence[Requested], known: Mapping[tuple[str, str], str | None] | None = None
+    ) -> list[Version | ResolutionError]:
+        """One version per spec (or why not), one after another; ``known``: see :func:`resolve_plan`."""
         target = this_interpreter()
         outcomes: list[Version | ResolutionError] = []
         for one in requested:
             try:
-                outcomes.append(_http.run(resolve_plan(one, self.config, self._cache, target), self._sync_client))
+                plan = resolve_plan(one, self.config, self._cache, target, known)
+                outcomes.append(_http.run(plan, self._sync_client))
             except ResolutionError as error:
                 outcomes.append(error)
         return outcomes
@@ -229,6 +243,20 @@ class Resolver:
             found.append(one)
         keep(pins, env, self._cache, found)
         return tuple(found)
+
+    def roots(self, pins: Sequence[Pin], stored: Stored) -> tuple[str, ...]:
+        """The top-level names of the closure ``pins`` (see :mod:`.roots`), kept in the repo's index cache;
+        :class:`ResolutionError` if a wheel's metadata cannot be read from the store or its source."""
+        from .roots import keep, kept, requires_plan, roots
+
+        if (known := kept(pins, self._cache)) is not None:
+            return known
+        needs = {
+            pin.name: _http.run(requires_plan(pin, stored, self.config.retries), self._sync_client) for pin in pins
+        }
+        found = roots(pins, needs)
+        keep(pins, self._cache, found)
+        return found
 
     async def aresolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
         """The same on the event loop, all specs at once."""

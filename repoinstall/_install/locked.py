@@ -26,7 +26,7 @@ from .. import _log
 from .._errors import InstallError, InvalidInput, RepoinstallError
 from .._requirements import Requested
 from .._store import fs as _fs
-from .._store.identity import LOCK_PREFIX, TreeId, canonical_name, is_locked, is_set, normal_version
+from .._store.identity import TreeId, canonical_name, is_locked, is_set, legacy_lock_name, normal_version
 from .._store.metadata import dist_info_name
 from .._store.pin import Pin, closure_key, pins_of
 
@@ -92,10 +92,11 @@ def request(lock: Lock) -> Requested:
     return request_of(pins, os.path.abspath(lock.source), lock.source)
 
 
-def request_of(pins: tuple[Pin, ...], text: str, source: str | None = None) -> Requested:
-    """The request of the lock tree that installs ``pins``: ``locked-<16 hex>``==1, named by the closure (each
-    pin's name, version and hashes), never by the file that carried it."""
-    return _request(LOCK_PREFIX + closure_key(pins)[:16], text, pins, source)
+def request_of(pins: tuple[Pin, ...], text: str, source: str | None = None, name: str | None = None) -> Requested:
+    """The request of the lock tree ``name``==1 that installs ``pins``; its name derives from the closure (each
+    pin's name, version and hashes), never from the file that carried it: ``name`` (see
+    :meth:`repoinstall._choose.Chooser.pinned`), else ``locked-<16 hex of its key>``."""
+    return _request(name or legacy_lock_name(closure_key(pins)), text, pins, source)
 
 
 def _request(name: str, text: str, pins: tuple[Pin, ...], source: str | None = None) -> Requested:

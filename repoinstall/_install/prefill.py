@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.specifiers import SpecifierSet
@@ -211,11 +211,14 @@ def _whole(
         return found_closures, stored, [dist for dist, _, _ in planned]
 
 
-#: Asks the index for the newest version of each spec, as the chooser does for a tree's own version.
-Newest = Callable[[Sequence[Requested]], Sequence[object]]
+#: Asks the index for the newest version of each spec, as the chooser does for a tree's own version; given the
+#: ``Requires-Python`` of the distributions the batch stored (by name and version), which it reads from there.
+Newest = Callable[[Sequence[Requested], Mapping[tuple[str, str], str | None]], Sequence[object]]
 
 
-def _newest(asked: list[tuple[TreeId, dict[str, SpecifierSet]]], versions: Newest) -> dict[tuple[str, str], object]:
+def _newest(
+    asked: list[tuple[TreeId, dict[str, SpecifierSet]]], versions: Newest, known: Mapping[tuple[str, str], str | None]
+) -> dict[tuple[str, str], object]:
     """The newest version the index offers for what each tree asks of each of its distributions (its own pin
     aside): what that tree alone would get."""
     from .._requirements import parse_spec
@@ -224,7 +227,7 @@ def _newest(asked: list[tuple[TreeId, dict[str, SpecifierSet]]], versions: Newes
     if not questions:
         return {}
     try:
-        answers = versions([parse_spec(f"{name}{spec}", source="batch") for name, spec in questions])
+        answers = versions([parse_spec(f"{name}{spec}", source="batch") for name, spec in questions], known)
     except RepoinstallError:
         return {}
     return dict(zip(questions, answers, strict=True))
@@ -295,15 +298,16 @@ def _closures_of(
 
     environment = marker_environment(options.python)
     needs = {}
+    known: dict[tuple[str, str], str | None] = {}  # each stored one's Requires-Python: not fetched again
     for dist, _ in planned:
         if not _store.present(layout, dist) or (found := requirements(_store.path(layout, dist))) is None:
             return {}
-        needs[dist.name] = found
+        needs[dist.name], known[(dist.name, str(dist.version))] = found
     if environment is None or len(needs) != len(planned):
         return {}  # one name twice in one resolution, or no marker values: each tree resolves on its own
     by_name = {dist.name: (dist, pin) for dist, pin in planned}
     asked = [(tid, names) for _, tid in trees if (names := closure(tid.name, tid.extras, needs, environment))]
-    newest = _newest(_held_back(trees, asked), versions) if versions is not None else {}
+    newest = _newest(_held_back(trees, asked), versions, known) if versions is not None else {}
     found_closures: dict[TreeId, Closure] = {}
     for tid, names in asked:
         behind = [
