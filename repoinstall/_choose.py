@@ -21,7 +21,6 @@ from ._store.layout import RECORDS, Layout
 from ._store.manifest import as_recorded
 
 if TYPE_CHECKING:
-    from packaging.requirements import Requirement
     from packaging.version import Version
 
     from ._index.resolve import Resolver
@@ -71,10 +70,12 @@ class Chooser:
             self._resolver.close()
 
     def pinned(self, requested: Requested) -> Requested:
-        """A lock's request with each pin naming one artifact by URL and sha256 where the lock did not (hashed
-        requirements: a version and the hashes of several files; see :mod:`repoinstall._index.artifacts`), so
-        the tree is named by what it installs, as a ``pylock.toml`` of the same resolution names it, and goes
-        through the store. As it is where that cannot be found: the installer then picks among the hashes."""
+        """A lock's request as one resolved closure, named for what it holds (:meth:`_lock_name`): each pin
+        naming one artifact by URL and sha256 where the lock did not (hashed requirements: a version and the
+        hashes of several files; see :mod:`repoinstall._index.artifacts`), so the tree is the one a
+        ``pylock.toml`` of the same resolution names, and goes through the store; a pin whose artifact cannot be
+        found stays as it is (the installer then picks among its hashes). A tree installed from this very file
+        under its former name keeps it (:meth:`_former_name`)."""
         if not requested.locked:
             return requested
         from ._install.locked import request_of
@@ -99,26 +100,16 @@ class Chooser:
         return name if present(self._layout, TreeId(self._env, name, Version("1"))) else None
 
     def _lock_name(self, pins: tuple[Pin, ...]) -> str:
-        """The name of the lock tree of ``pins``: its top-level names and a digest of the closure (see
-        :func:`~repoinstall._store.identity.lock_name`), or its former name (see :meth:`_former_name`)."""
+        """The name of the lock tree of ``pins``: the names it holds and a digest of the closure (see
+        :func:`~repoinstall._store.identity.lock_name`), or its former name (see :meth:`_former_name`). Of the
+        closure alone, so every pod names it alike whatever it can reach (a pod with its index down pulls the
+        tree's image by that name)."""
         from ._store.identity import lock_name
         from ._store.pin import closure_key
 
         if (former := self._former_name(pins)) is not None:
             return former
-        return lock_name(closure_key(pins), self._make_resolver().roots(pins, self._stored_requires))
-
-    def _stored_requires(self, pin: Pin) -> list[Requirement] | None:
-        """The ``Requires-Dist`` of ``pin``'s stored distribution; ``None`` if the store does not hold it."""
-        from ._dstore import store
-        from ._dstore.identity import DistId
-        from ._dstore.requires import requirements
-
-        if pin.sha256 is None:
-            return None
-        dist = DistId.of(self._env, pin.name, pin.version, pin.sha256)
-        found = requirements(store.path(self._layout, dist)) if store.present(self._layout, dist) else None
-        return None if found is None else found[0]
+        return lock_name(closure_key(pins), sorted(pin.name for pin in pins))
 
     def choose(self, specs: Iterable[Requested]) -> list[Choice]:
         offline = [self.offline(spec) for spec in specs]

@@ -146,11 +146,11 @@ def test_a_batch_downloads_each_distribution_once_from_a_host_without_ranges(
         assert static.downloads("oc_alpha-1.0") == static.downloads("oc_beta-1.0") == 1, static.clients
 
 
-def test_a_lock_tree_is_named_for_its_top_level_distributions(tmp_path: Path, locks: Path, index: IndexServer) -> None:
+def test_a_lock_tree_is_named_for_the_distributions_it_holds(tmp_path: Path, locks: Path, index: IndexServer) -> None:
     done = _ensure(tmp_path / "repo", locks / "hashed.txt", index)
     assert done.returncode == 0, done.stderr
     [package] = json.loads(done.stdout)["packages"]
-    assert re.fullmatch(r"locked-oc-top-[0-9a-f]{10}", package["name"]), package["name"]
+    assert re.fullmatch(r"locked-oc-dep-oc-top-[0-9a-f]{10}", package["name"]), package["name"]
 
 
 #: The last commit whose lock trees are named ``locked-<16 hex>`` alone.
@@ -206,5 +206,5 @@ def test_a_lock_tree_recorded_under_its_former_name_stays_usable(
     # Once it is gone, the lock names its tree for what it holds: composed from the store the old one filled.
     again = _ensure(repo, locks / "pylock.uv.toml", index, "-v")
     [after] = json.loads(again.stdout)["packages"]
-    assert after["action"] == "installed" and re.fullmatch(r"locked-oc-top-[0-9a-f]{10}", after["name"])
+    assert after["action"] == "installed" and re.fullmatch(r"locked-oc-dep-oc-top-[0-9a-f]{10}", after["name"])
     assert not re.search(r"installing \S+ with (pip|uv)", again.stderr), again.stderr

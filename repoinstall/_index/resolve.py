@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from .._requirements import Requested
     from .._store.pin import Pin
     from .cache import IndexCache
-    from .roots import Stored
     from .simple import Link
 
 #: How many versions in a row may turn out (from their wheel's metadata) to exclude this Python before we stop.
@@ -243,20 +242,6 @@ class Resolver:
             found.append(one)
         keep(pins, env, self._cache, found)
         return tuple(found)
-
-    def roots(self, pins: Sequence[Pin], stored: Stored) -> tuple[str, ...]:
-        """The top-level names of the closure ``pins`` (see :mod:`.roots`), kept in the repo's index cache;
-        :class:`ResolutionError` if a wheel's metadata cannot be read from the store or its source."""
-        from .roots import keep, kept, requires_plan, roots
-
-        if (known := kept(pins, self._cache)) is not None:
-            return known
-        needs = {
-            pin.name: _http.run(requires_plan(pin, stored, self.config.retries), self._sync_client) for pin in pins
-        }
-        found = roots(pins, needs)
-        keep(pins, self._cache, found)
-        return found
 
     async def aresolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
         """The same on the event loop, all specs at once."""

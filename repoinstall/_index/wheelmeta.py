@@ -1,5 +1,4 @@
-"""A remote wheel's METADATA: its ``Requires-Python`` when its index does not say (pypiserver, find-links pages),
-its ``Requires-Dist`` for a lock tree's name.
+"""``Requires-Python`` of a remote distribution when its index does not say (pypiserver, find-links pages).
 
 Cheapest first: the PEP 658 metadata file if the index offers one; else the wheel's own METADATA read with
 HTTP range requests (the zip's directory at its end, then the one member), as pip's lazy wheel does; else,
@@ -70,12 +69,6 @@ class _Sparse(io.RawIOBase):
 
 def requires_python(link: Link, retries: int) -> Plan[str | None]:
     """The file's ``Requires-Python`` (``None``: it sets none, or it cannot be learnt: pip will check)."""
-    data = yield from metadata(link, retries)
-    return None if data is None else _from_metadata(data)
-
-
-def metadata(link: Link, retries: int) -> Plan[bytes | None]:
-    """A wheel's METADATA (``None`` for an sdist, or where it cannot be learnt), cheapest way first."""
     if not link.filename.endswith(".whl"):
         return None
     if link.url.startswith("file:"):
@@ -84,7 +77,7 @@ def metadata(link: Link, retries: int) -> Plan[bytes | None]:
     if link.metadata:
         reply = yield from _http.get(link.url + ".metadata", retries, what=what, limit=1 << 20)
         if reply.status == 200:
-            return reply.body
+            return _from_metadata(reply.body)
     reply = yield from _http.get(
         link.url, retries, what=what, headers=[("Range", f"bytes=-{_TAIL}")], limit=_WHOLE_LIMIT
     )
@@ -112,7 +105,7 @@ def metadata(link: Link, retries: int) -> Plan[bytes | None]:
     return None
 
 
-def _from_local(url: str) -> bytes | None:
+def _from_local(url: str) -> str | None:
     path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
     try:
         with open(path, "rb") as handle:
@@ -121,13 +114,13 @@ def _from_local(url: str) -> bytes | None:
         return None
 
 
-def _from_wheel(source: io.RawIOBase | io.BytesIO) -> bytes | None:
+def _from_wheel(source: io.RawIOBase | io.BytesIO) -> str | None:
     try:
         with zipfile.ZipFile(source) as wheel:
             names = [n for n in wheel.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
             if len(names) != 1:
                 return None
-            return wheel.read(names[0])
+            return _from_metadata(wheel.read(names[0]))
     except (zipfile.BadZipFile, OSError, EOFError, ValueError):
         return None
 

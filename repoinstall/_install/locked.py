@@ -3,14 +3,15 @@
 nothing resolved and no dependency added (``--no-deps``). Any other tree installed here before comes back the
 same way, from its kept closure (:func:`pinned`, :mod:`repoinstall._store.closures`).
 
-The lock becomes a local metapackage, ``locked-<16 hex of the lock's key>`` version 1, as a set installed
-together does (``_install.together``): its wheel holds a ``Requires-Dist`` pin per package and ``lock.json``, the
-requirement lines the tree is installed from (URLs and hashes), so the tree itself says how to reinstall it
-byte for byte. It is installed by path with the lock's artifacts in one installer run, then checked to hold each
-package at its locked version and nothing else; to everything else it is an ordinary tree (checked, locked,
-staged, verified, published, listed, collected). The key is the set of (name, version, artifact hashes) the lock
-installs here, so two files with the same content for this environment are one tree, and a changed hash is
-another.
+The lock becomes a local metapackage, ``locked-<its names>-<10 hex of the lock's key>`` version 1 (see
+:func:`repoinstall._store.identity.lock_name`), as a set installed together does (``_install.together``): its
+wheel holds a ``Requires-Dist`` pin per package and ``lock.json``, each package's version and hashes (its record
+says each artifact's URL), so the tree itself says how to reinstall it byte for byte, and its bytes are the same
+for one closure on every cluster. It is installed by path with the lock's artifacts in one installer run, then
+checked to hold each package at its locked version and nothing else; to everything else it is an ordinary tree
+(checked, locked, staged, verified, published, listed, collected). The key is the set of (name, version,
+artifact hashes) the lock installs here, so every file of one resolution for this environment is one tree, and a
+changed hash is another.
 """
 
 from __future__ import annotations
@@ -126,10 +127,11 @@ def _metapackage(tid: TreeId, requested: Requested) -> tuple[str, bytes]:
 
     if is_set(tid.name):
         return wheel(tid, requested.members)
-    # Kept in the tree, which every pod reads: URLs without credentials (pip then finds them as for any URL on the
-    # index's host: the index URL's own, ~/.netrc, a keyring).
-    public = [pin.public() for pin in requested.locked]
-    document = {"members": [pin.member for pin in public], "lines": [pin.line() for pin in public]}
+    # Of the closure alone (names, versions, hashes; no URL, so no credentials either): every pod makes the same
+    # bytes for one closure, whatever its lock's URLs, so a tree's image pulled by another cluster holds this very
+    # metapackage. Where each artifact came from is in the tree's record.
+    bare = [Pin(pin.name, pin.version, "", pin.hashes) for pin in requested.locked]
+    document = {"members": [pin.member for pin in bare], "lines": [pin.line() for pin in bare]}
     extra = {LOCK_JSON: (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()}
     return wheel(tid, requested.members, summary="a lock file's packages, installed by repoinstall", files=extra)
 
@@ -167,8 +169,17 @@ def _split(pin: str) -> tuple[str, str]:
 
 
 def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
-    """What the lock tree ``tid`` was installed from, for reinstalling it exactly: its metapackage's ``lock.json``
-    (covered by its RECORD, so verify vouches for it), or, when that is damaged, its record's closure."""
+    """What the lock tree ``tid`` was installed from, for reinstalling it exactly: its record's closure (each
+    artifact's URL and sha256), or, without one, its metapackage's ``lock.json`` (covered by its RECORD, so verify
+    vouches for it: each distribution's version and hashes, from the index; a tree of an earlier release: URLs
+    too)."""
+    from .._store import closures
+    from .._store.manifest import read
+
+    record = read(layout, tid)
+    closure = None if record is None else closures.of_record(tid, record)
+    if closure is not None:
+        return _request(tid.name, source, closure.pins)
     path = (*layout.tree_dir(tid), tid.leaf, dist_info_name(tid.name, tid.version_text), LOCK_JSON)
     data = _fs.read_file(layout.existing_fd(), path)
     try:
@@ -180,13 +191,6 @@ def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
                 return _request(tid.name, source, pins)
     except (ValueError, KeyError, TypeError):
         pass
-    from .._store import closures
-    from .._store.manifest import read
-
-    record = read(layout, tid)
-    closure = None if record is None else closures.of_record(tid, record)
-    if closure is not None:
-        return _request(tid.name, source, closure.pins)
     raise InstallError(
         f"{tid}: neither its {LOCK_JSON} ({os.path.join(*path)}) nor its record says what it was installed from; "
         "ensure the lock file again"

@@ -42,13 +42,13 @@ def is_set(name: str) -> bool:
 
 
 #: Project names of trees that hold a lock file's packages (see ``_install.locked``): the prefix, the names of the
-#: lock's top-level distributions and 10 hex digits of its closure's key for this environment (the set of name,
-#: version and artifact hash it installs here): ``locked-requests-pydantic-3f9a2c1d0e``. Trees recorded before
-#: are named by the prefix and 16 hex digits of that key alone, and stay so (see :func:`lock_name`).
+#: distributions the lock installs here (as many as fit) and 10 hex digits of its closure's key for this
+#: environment (the set of name, version and artifact hash it installs here): ``locked-numpy-pandas-3f9a2c1d0e``.
+#: Trees recorded before are named by the prefix and 16 hex digits of that key alone, and stay so.
 LOCK_PREFIX = "locked-"
 _LOCK_NAME = re.compile(rf"^{LOCK_PREFIX}(?:[0-9a-f]{{16}}|[a-z0-9][a-z0-9-]*-[0-9a-f]{{10}})$")
-#: How many characters of top-level names a lock tree's name holds before the rest are counted instead.
-_ROOTS_WIDTH = 48
+#: How many characters of distribution names a lock tree's name holds before the rest are counted instead.
+_NAMES_WIDTH = 48
 
 
 def is_locked(name: str) -> bool:
@@ -61,15 +61,15 @@ def legacy_lock_name(key: str) -> str:
     return LOCK_PREFIX + key[:16]
 
 
-def lock_name(key: str, roots: Sequence[str]) -> str:
-    """A lock file's tree's name: its top-level distributions' canonical ``roots`` (as many as fit, then how many
-    more) and 10 hex digits of its closure's ``key``."""
+def lock_name(key: str, names: Sequence[str]) -> str:
+    """A lock file's tree's name: the canonical ``names`` it holds (as many as fit, then how many more) and 10 hex
+    digits of its closure's ``key``."""
     shown: list[str] = []
-    for number, root in enumerate(roots):
-        if shown and len("-".join([*shown, root])) > _ROOTS_WIDTH:
-            shown.append(f"and-{len(roots) - number}-more")
+    for number, name in enumerate(names):
+        if shown and len("-".join([*shown, name])) > _NAMES_WIDTH:
+            shown.append(f"and-{len(names) - number}-more")
             break
-        shown.append(root[:_ROOTS_WIDTH].rstrip("-"))
+        shown.append(name[:_NAMES_WIDTH].rstrip("-"))
     return f"{LOCK_PREFIX}{'-'.join(shown or ['nothing'])}-{key[:10]}"
 
 

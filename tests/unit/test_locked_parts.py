@@ -32,7 +32,9 @@ def test_a_lock_tree_keeps_no_credentials_in_its_metapackage() -> None:
     _, data = _metapackage(tid, requested)
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         kept = json.loads(archive.read(f"{tid.name.replace('-', '_')}-1.dist-info/lock.json"))
-    assert kept["lines"] == [f"dep @ https://files.example/dep-1.0-py3-none-any.whl --hash=sha256:{SHA}"]
+    # Of the closure alone: the same bytes whatever URL the lock gives (the record says where it came from).
+    assert kept["lines"] == [f"dep==1.0 --hash=sha256:{SHA}"]
+    assert _metapackage(tid, request(_lock("file:///elsewhere/dep-1.0-py3-none-any.whl")))[1] == data
     assert b"s3cret" not in data
     # The same lock makes the same bytes: its hash does not change from one install to the next.
     assert _metapackage(tid, requested)[1] == data

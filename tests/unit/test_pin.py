@@ -40,7 +40,7 @@ def test_the_closure_key_is_of_names_versions_and_hashes_only() -> None:
     assert closure_key([one]) != closure_key([Pin("foo", "1.0", one.url, (f"sha256:{'b' * 64}",))])
 
 
-def test_a_lock_tree_is_named_for_its_roots_and_a_digest_and_either_name_is_a_lock_trees() -> None:
+def test_a_lock_tree_is_named_for_what_it_holds_and_a_digest_and_either_name_is_a_lock_trees() -> None:
     key = "0123456789abcdef" * 4
     assert lock_name(key, ["pydantic", "requests"]) == "locked-pydantic-requests-0123456789"
     many = lock_name(key, [f"project-number-{n}" for n in range(10)])
