@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from repoinstall._store.identity import is_locked, legacy_lock_name, lock_name
 from repoinstall._store.pin import Pin, closure_key, pins_of
 
@@ -49,3 +51,16 @@ def test_a_lock_tree_is_named_for_what_it_holds_and_a_digest_and_either_name_is_
         assert is_locked(name), name
     assert legacy_lock_name(key) == "locked-0123456789abcdef"
     assert not is_locked("locked-requests") and not is_locked("requests-0123456789")
+
+
+def test_index_pages_give_each_files_sha256() -> None:
+    from repoinstall._index.simple import JSON_TYPE, parse_page
+
+    html = f'<a href="../../foo-1.0-py3-none-any.whl#sha256={SHA.upper()}">f</a><a href="foo-1.0.tar.gz#md5=0">s</a>'
+    wheel, sdist = parse_page(html.encode(), "text/html", "https://h/simple/foo/")
+    assert (wheel.url, wheel.sha256, sdist.sha256) == ("https://h/foo-1.0-py3-none-any.whl", SHA, None)
+    document = {"files": [{"filename": "foo-1.0.tar.gz", "url": "x.tar.gz", "hashes": {"sha256": SHA}}]}
+    [one] = parse_page(json.dumps(document).encode(), JSON_TYPE, "https://h/simple/foo/")
+    assert one.sha256 == SHA
+    document["files"][0]["hashes"] = {"sha256": "not hex"}
+    assert parse_page(json.dumps(document).encode(), JSON_TYPE, "https://h/simple/foo/")[0].sha256 is None
