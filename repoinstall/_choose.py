@@ -7,6 +7,7 @@ through the answers cached on the volume, as pip would ask it.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
     from ._index.resolve import Resolver
     from ._options import InstallOptions, LockSettings
-    from ._store.pin import Pin
 
 #: A spec's tree, ``None`` if its marker is false here, or why it has none (the index could not say, bad input).
 Choice = TreeId | RepoinstallError | None
@@ -70,46 +70,35 @@ class Chooser:
             self._resolver.close()
 
     def pinned(self, requested: Requested) -> Requested:
-        """A lock's request as one resolved closure, named for what it holds (:meth:`_lock_name`): each pin
-        naming one artifact by URL and sha256 where the lock did not (hashed requirements: a version and the
-        hashes of several files; see :mod:`repoinstall._index.artifacts`), so the tree is the one a
-        ``pylock.toml`` of the same resolution names, and goes through the store; a pin whose artifact cannot be
-        found stays as it is (the installer then picks among its hashes). A tree installed from this very file
-        under its former name keeps it (:meth:`_former_name`)."""
+        """A lock's request as one resolved closure, named for what it holds (its names and the closure's digest:
+        :func:`~repoinstall._store.identity.lock_name`): each pin naming one artifact by URL and sha256 where the
+        lock did not (hashed requirements: a version and the hashes of several files; see
+        :mod:`repoinstall._index.artifacts`), so the tree is the one a ``pylock.toml`` of the same resolution
+        names, and goes through the store; a pin whose artifact cannot be found stays as it is (the installer then
+        picks among its hashes). A tree installed under its former name (``locked-<16 hex>``) keeps it."""
         if not requested.locked:
             return requested
-        from ._install.locked import request_of
-
-        pins = requested.locked
-        if (former := self._former_name(pins)) is not None:
-            return request_of(pins, requested.text, requested.source, former)  # the file's tree, as installed before
-        if not all(pin.sha256 and pin.url for pin in pins):
-            pins = self._make_resolver().artifacts(pins, self._env) or pins
-        return request_of(pins, requested.text, requested.source, self._lock_name(pins))
-
-    def _former_name(self, pins: tuple[Pin, ...]) -> str | None:
-        """The name a lock tree of ``pins`` had before trees were named for what they hold, while a tree of that
-        name is here: it stays usable (found, verified, exported, removed) under it."""
         from packaging.version import Version
 
+        from ._install.locked import request_of
         from ._store.check import present
-        from ._store.identity import legacy_lock_name
+        from ._store.identity import legacy_lock_name, lock_name
         from ._store.pin import closure_key
 
-        name = legacy_lock_name(closure_key(pins))
-        return name if present(self._layout, TreeId(self._env, name, Version("1"))) else None
-
-    def _lock_name(self, pins: tuple[Pin, ...]) -> str:
-        """The name of the lock tree of ``pins``: the names it holds and a digest of the closure (see
-        :func:`~repoinstall._store.identity.lock_name`), or its former name (see :meth:`_former_name`). Of the
-        closure alone, so every pod names it alike whatever it can reach (a pod with its index down pulls the
-        tree's image by that name)."""
-        from ._store.identity import lock_name
-        from ._store.pin import closure_key
-
-        if (former := self._former_name(pins)) is not None:
-            return former
-        return lock_name(closure_key(pins), sorted(pin.name for pin in pins))
+        given = requested.locked
+        pins = given
+        if not all(pin.sha256 and pin.url for pin in pins):
+            pins = self._make_resolver().artifacts(pins, self._env) or pins
+        key = closure_key(pins)
+        # A tree an earlier release installed from this very file, or from its closure, keeps its name while it is
+        # here: found, verified, exported and removed by the files that named it. One stat each where there is none.
+        for former, its_pins in ((legacy_lock_name(closure_key(given)), given), (legacy_lock_name(key), pins)):
+            tid = TreeId(self._env, former, Version("1"))
+            if os.path.lexists(self._layout.tree_path(tid)) and present(self._layout, tid):
+                return request_of(its_pins, requested.text, requested.source, former)
+        # Of the closure alone, so every pod names it alike whatever it can reach (one with its index down pulls
+        # the tree's image by that name).
+        return request_of(pins, requested.text, requested.source, lock_name(key, sorted(p.name for p in pins)))
 
     def choose(self, specs: Iterable[Requested]) -> list[Choice]:
         offline = [self.offline(spec) for spec in specs]

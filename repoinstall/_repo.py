@@ -172,7 +172,7 @@ class Repo:
     def ensure(self, requested: Requested | str) -> EnsureResult:
         """Make sure the tree for ``requested`` is installed; install it (once, cluster-wide) if not."""
         requested = self._parsed(requested)
-        return self._ensure_one(requested, self.resolve(requested))
+        return self._ensure_one(requested, _raise(self._chooser.choose([requested])[0]))
 
     @overload
     def ensure_all(

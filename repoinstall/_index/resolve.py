@@ -190,6 +190,8 @@ class Resolver:
         self._cache = cache
         self._client: httpx.Client | None = None
         self._guard = threading.Lock()
+        #: Each hashed lock's artifacts found in this process (see :meth:`artifacts`): immutable facts.
+        self._artifacts: dict[tuple[str, tuple[Pin, ...]], tuple[Pin, ...]] = {}
 
     def _sync_client(self) -> httpx.Client:
         with self._guard:
@@ -225,7 +227,10 @@ class Resolver:
         from .._lockfile.environment import THIS, tag_ranks
         from .artifacts import artifact_plan, keep, kept
 
+        if (known := self._artifacts.get((env, tuple(pins)))) is not None:
+            return known  # asked again in this process (a worker ensures the same file over and over)
         if (known := kept(pins, env, self._cache)) is not None:
+            self._artifacts[(env, tuple(pins))] = known
             return known
         target, ranks = this_interpreter(), tag_ranks(THIS)
         found = []
@@ -241,6 +246,7 @@ class Resolver:
                 return None
             found.append(one)
         keep(pins, env, self._cache, found)
+        self._artifacts[(env, tuple(pins))] = tuple(found)
         return tuple(found)
 
     async def aresolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
