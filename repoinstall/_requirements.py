@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from packaging.requirements import Requirement
     from packaging.specifiers import SpecifierSet
 
+    from ._store.pin import Pin
+
 _HASH = re.compile(r"^[a-z0-9]+:[0-9a-fA-F]+$")
 _ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar", ".egg")
 _MAX_SPEC = 1000
@@ -39,9 +41,9 @@ class Requested(NamedTuple):
     #: For a set installed together (see ``_install.together``): the pinned requirements it holds; for a lock
     #: file's tree (see ``_install.locked``): ``name==version`` of each package it installs.
     members: tuple[str, ...] = ()
-    #: For a lock file's tree: one requirements line per package, with its artifact's URL (if the lock gives
-    #: one) and hashes (``name @ URL --hash=sha256:...``), installed as they are with ``--no-deps``.
-    locked: tuple[str, ...] = ()
+    #: For a lock file's tree: its resolved closure, one pin per package (its artifact's URL, if known, and
+    #: hashes), installed as they are with ``--no-deps``.
+    locked: tuple[Pin, ...] = ()
 
     def pinned_version(self) -> Version | None:
         """The one version an ``==X`` or ``===X`` spec names, or ``None`` for a range."""

@@ -19,16 +19,17 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from .._errors import RequirementsFileError
+from .._store.pin import Pin
 
 _COPIES = "local-artifacts"
 
 
-def private_copies(lines: Sequence[str], scratch: str) -> dict[str, str]:
-    """For each ``name @ file:...`` line naming a file outside ``scratch``: its URL -> the URL of a private copy
-    made in ``scratch``. :class:`RequirementsFileError` (exit 2) if one is not a regular file (any more)."""
+def private_copies(pins: Sequence[Pin], scratch: str) -> dict[str, str]:
+    """For each pin naming a ``file:`` URL outside ``scratch``: its URL -> the URL of a private copy made in
+    ``scratch``. :class:`RequirementsFileError` (exit 2) if one is not a regular file (any more)."""
     copies: dict[str, str] = {}
-    for line in lines:
-        url = line.partition(" @ ")[2].split(" ", 1)[0]
+    for pin in pins:
+        url = pin.url
         parts = urlsplit(url)
         if parts.scheme.lower() != "file" or url in copies:
             continue

@@ -108,13 +108,13 @@ class Source:
     ) -> tuple[Built, int]:
         """Step 5 of the protocol from an image: store what the store lacks, compose the tree in ``staging``."""
         from .._install.backends.run import Built
-        from .._install.locked import all_lines
+        from .._install.locked import all_pins
         from .._install.stored import plan
 
         image = found.image
         if requested.locked:
-            # A lock's own lines, and its own metapackage's: exactly the image's distributions, by artifact hash.
-            planned = plan(tid.env, all_lines(tid, requested, staging.scratch_file)) or []
+            # A lock's own pins, and its own metapackage's: exactly the image's distributions, by artifact hash.
+            planned = plan(tid.env, all_pins(tid, requested, staging.scratch_file)) or []
             wanted = {dist for dist, _ in planned}
             holds = {layer.dist for layer in image.layers}
             for layer in image.layers:

@@ -21,6 +21,8 @@ from ..._requirements import Requested
 from ..._store.manifest import Artifact
 
 _TAIL_LINES = 12
+#: In the scratch dir: a pinned install's requirements file, one line per pin.
+PINS = "pinned-requirements.txt"
 
 
 class Backend(Protocol):
@@ -65,6 +67,8 @@ def backend(name: str) -> Backend:
 
 def install(options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str, what: str) -> Built:
     """Install ``pin`` into the empty ``target``; :class:`InstallError` with the installer's last lines if it fails.
+    A pinned install (``requested.locked``) installs its pins, ``pin`` unused: their requirements file is written
+    here, the one place their lines are rendered.
 
     ``scratch`` is the staging dir's private temporary directory: the installer's builds and downloads go there
     (``TMPDIR``), on the repo's filesystem, removed with the staging dir and visible to gc if it is killed."""
@@ -76,11 +80,16 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
     copies: dict[str, str] = {}
     if requested.locked:
         # What the installer reads is the lock's local file as checked, not whatever stands at its name now.
+        from dataclasses import replace
+
         from ..localcopy import private_copies
 
         copies = private_copies(requested.locked, scratch)
-        if copies:
-            requested, pin = _with_copies(requested, pin, copies)
+        told = tuple(replace(one, url=copies.get(one.url, one.url)) for one in requested.locked)
+        pin = os.path.join(scratch, PINS)
+        # 0600: a URL in it may carry a password, and a killed run leaves it until gc (staging/ is shared).
+        with open(pin, "w", encoding="utf-8", opener=lambda path, flags: os.open(path, flags, 0o600)) as handle:
+            handle.write("".join(one.line() + "\n" for one in told))
     chosen = backend(options.installer)
     env = chosen.environment(options)
     env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
@@ -108,10 +117,11 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
     artifacts = chosen.closure(target, requested, scratch)
     if requested.locked:
         # What a pinned install was told to take, for what the installer did not report itself.
+        from ..._store.identity import canonical_name
         from ..locked import artifacts_of
 
-        reported = {a.name for a in artifacts}
-        artifacts += tuple(a for a in artifacts_of(requested) if a.name not in reported)
+        reported = {canonical_name(a.name) for a in artifacts}
+        artifacts += tuple(a for a in artifacts_of(requested.locked) if a.name not in reported)
     if copies:
         # Recorded as the lock named them, not as the private copies, which go with the scratch dir.
         named = {private: original for original, private in copies.items()}
@@ -123,23 +133,6 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
         own = canonicalize_name(requested.name)
         artifacts = tuple(a._replace(url="") if canonicalize_name(a.name) == own else a for a in artifacts)
     return Built(chosen.name, chosen.version(), artifacts)
-
-
-def _with_copies(requested: Requested, pin: str, copies: dict[str, str]) -> tuple[Requested, str]:
-    """``requested`` and its requirements file ``pin`` (rewritten beside it) naming the private copies."""
-
-    def swapped(line: str) -> str:
-        head, at, rest = line.partition(" @ ")
-        url, space, tail = rest.partition(" ")
-        return f"{head}{at}{copies.get(url, url)}{space}{tail}" if at else line
-
-    with open(pin, encoding="utf-8") as handle:
-        text = handle.read()
-    rewritten = pin + ".copies"
-    fd = os.open(rewritten, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    with open(fd, "w", encoding="utf-8") as handle:
-        handle.write("".join(swapped(line) + "\n" for line in text.splitlines()))
-    return requested._replace(locked=tuple(swapped(line) for line in requested.locked)), rewritten
 
 
 def run(

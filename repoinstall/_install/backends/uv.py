@@ -422,7 +422,7 @@ def _installed_file(files: list[tuple[str | None, str, str]], tags: frozenset[st
 
     if tags is None:
         return None  # not in the tree
-    if len(files) == 1:
+    if len({sha256 for _, sha256, _ in files}) == 1:
         return files[0][1:]
     wheels = []
     for name, sha256, url in files:
@@ -435,7 +435,8 @@ def _installed_file(files: list[tuple[str | None, str, str]], tags: frozenset[st
             continue
     sources = [(sha256, url) for name, sha256, url in files if name is None]
     candidates = wheels or sources
-    return candidates[0] if len(candidates) == 1 else None
+    # One file listed twice (an index and a find-links page serving it, say) is one file: the same sha256.
+    return candidates[0] if len({sha256 for sha256, _ in candidates}) == 1 else None
 
 
 def _shown(url: str) -> str:
