@@ -125,9 +125,9 @@ class _Pip:
             "--no-input",
             "--disable-pip-version-check",
             "--no-warn-script-location",
-            # Bytecode now, by the interpreter the tree is for (and recorded in RECORD): pods import from a shared,
-            # maybe read-only volume and must never need to write __pycache__ there. Beats pip.conf's no-compile.
-            "--compile",
+            # No bytecode from pip (one core, timestamp pycs): repoinstall compiles it once, on every core, after
+            # this run (repoinstall._dstore.bytecode). Beats pip.conf's compile setting.
+            "--no-compile",
             *options_args(options),
         ]
         if _reports(options.python):
