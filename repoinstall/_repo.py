@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
+    from ._ops.plan import Planned
     from ._ops.remove import Removed
     from ._ops.storeverify import DistReport
     from ._ops.verify import TreeReport
@@ -746,6 +747,15 @@ class Repo:
             if tid is not None:
                 tids.append(tid)
         return pylock(self._layout.retrying(closure, self._layout, tids))
+
+    def plan(self, specs: Iterable[Requested | str]) -> list[Planned]:
+        """What ensuring ``specs`` would do, with nothing done (``ensure --dry-run``): each present tree's path, and
+        for each missing one the distributions it would hold, stored already or to store, and which of those would
+        be downloaded. Nothing in the repo is written or locked; the installer resolves what no lock pins."""
+        from ._ops.plan import plan
+
+        wanted = [_parsed(s) for s in specs]
+        return plan(self._layout, self.env, self._install_options or InstallOptions(), wanted, self.tree_path)
 
     def list(self) -> list[tuple[TreeEntry, str]]:
         """Every recorded tree in the repo, all environments, with its path."""

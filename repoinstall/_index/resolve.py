@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import httpx
     from packaging.tags import Tag
 
+    from .._formats import Formats
     from .._pipconfig import IndexConfig
     from .._requirements import Requested
     from .cache import IndexCache
@@ -116,7 +117,7 @@ class _Pool(NamedTuple):
     other_pythons: set[Version]
 
 
-def _pool(links: Iterable[Link], project: str, target: Target) -> _Pool:
+def _pool(links: Iterable[Link], project: str, target: Target, formats: Formats) -> _Pool:
     files: dict[Version, list[Link]] = {}
     yanked: set[Version] = set()
     other: set[Version] = set()
@@ -125,6 +126,8 @@ def _pool(links: Iterable[Link], project: str, target: Target) -> _Pool:
         if parsed is None:
             continue
         version, tags = parsed
+        if not formats.allows(project, wheel=tags is not None):
+            continue  # --only-binary, --no-binary: not a file the installer may take
         if link.yanked:
             yanked.add(version)
         elif (tags is not None and tags.isdisjoint(target.tags)) or not _admits(link.requires_python, target.python):
@@ -150,7 +153,7 @@ def resolve_plan(requested: Requested, config: IndexConfig, cache: IndexCache, t
         listing = yield from find_links_listing(location, project, cache, config.retries)
         links += listing.links
     specifier = requested.specifier() & constraint_specifier(config.constraints, project)
-    pool = _pool(links, project, target)
+    pool = _pool(links, project, target, config.formats)
     checked = 0
     for version in choose(pool.files, specifier, pre=config.pre):
         best = pool.files[version][0]

@@ -99,6 +99,9 @@ def options_args(options: InstallOptions) -> list[str]:
         args += ["--constraint", os.path.abspath(path)]
     if options.cache_dir:
         args += ["--cache-dir", os.path.join(os.path.abspath(options.cache_dir), "pip")]
+    for flag, values in (("--no-binary", options.no_binary), ("--only-binary", options.only_binary)):
+        for value in values:
+            args += [flag, value]
     return args
 
 

@@ -163,6 +163,10 @@ class _Uv:
         for flag in ("only-binary", "no-binary"):
             for value in _values(pip.get(flag)):
                 args += [f"--{flag}", value]
+        # The command line's, after pip's configuration's, as pip takes them (see InstallOptions).
+        for flag, values in (("--no-binary", options.no_binary), ("--only-binary", options.only_binary)):
+            for value in values:
+                args += [flag, value]
         if options.cache_dir:
             args += ["--cache-dir", os.path.join(os.path.abspath(options.cache_dir), "uv")]
         elif os.environ.get("UV_NO_CACHE", "").strip().lower() in _TRUE:
