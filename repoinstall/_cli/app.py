@@ -729,8 +729,15 @@ def export(
 
 @app.command("list", epilog=EXIT_CODES, short_help="List every installed tree in the repo (all environments).")
 @takes("repo", "as_json")
-def list_(*, opts: Options) -> None:
-    """List every installed tree in the repo (all environments).
+def list_(
+    long: Annotated[
+        bool, typer.Option("--long", "-l", help="One full line per tree: environment, install time, path, members.")
+    ] = False,
+    *,
+    opts: Options,
+) -> None:
+    """List every installed tree in the repo (all environments), under its environment: one line each, at most
+    100 columns (its install time and what it holds; --long adds the path, --json everything).
 
     With --json: {"repo", "trees": [...], "store": {"distributions", "bytes", "tree_bytes", "bytes_saved"}}: the
     distributions stored once each, their bytes (file sizes, each inode once), the trees' bytes as if each had
@@ -772,12 +779,30 @@ def list_(*, opts: Options) -> None:
     if opts.as_json:
         _print_json({"repo": root, "trees": rows, "store": usage and usage.as_dict()})
         return
-    for record, path in records:
-        extras = f"[{','.join(record.extras)}]" if record.extras else ""
-        members = _set_members(record.name, record.requirement)
-        if is_locked(record.name):
-            members = f" (lock {record.requirement}: {', '.join(_lock_members(record))})"
-        typer.echo(f"{record.name}{extras}=={record.version}{members}  {record.env}  {record.installed_at}  {path}")
+    if long:
+        for record, path in records:
+            extras = f"[{','.join(record.extras)}]" if record.extras else ""
+            members = _set_members(record.name, record.requirement)
+            if is_locked(record.name):
+                members = f" (lock {record.requirement}: {', '.join(_lock_members(record))})"
+            typer.echo(f"{record.name}{extras}=={record.version}{members}  {record.env}  {record.installed_at}  {path}")
+        return
+    from .listing import short_lines
+
+    for line in short_lines([(record, _held(record)) for record, _ in records]):
+        typer.echo(line)
+
+
+def _held(record: "TreeEntry") -> list[str]:
+    """What a tree holds, as its short line names it: a set's pins, a lock's packages, else its distributions'
+    names other than its own."""
+    from .._store.manifest import recorded_dists
+
+    if is_set(record.name):
+        return record.requirement.split()
+    if is_locked(record.name):
+        return _lock_members(record)
+    return sorted({str(row.get("name")) for row in recorded_dists(record)} - {record.name})
 
 
 def _lock_members(record: "TreeEntry") -> list[str]:
@@ -853,8 +878,14 @@ def main() -> None:
         _run_command[:] = args[split + 1 :]
         args = args[:split]
     try:
+        if any(arg in ("-e", "--editable") or arg.startswith("--editable=") for arg in args):
+            from .._requirements import editable_refused
+
+            raise InvalidInput(editable_refused())  # pip's habit: say what to do, not "no such option"
         code = _app_for(args)(args=args, prog_name="repoinstall", standalone_mode=False)
     except RepoinstallError as error:  # raised outside a command's own handling (e.g. while reading options)
+        if "--json" in args:
+            _print_json({"error": str(error), "exit_code": error.exit_code})
         typer.echo(f"repoinstall: error: {error}", err=True)
         sys.exit(error.exit_code)
     except (Abort, KeyboardInterrupt):  # click turns a Ctrl-C inside a command into Abort; one outside it is as is
