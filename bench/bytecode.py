@@ -2,9 +2,10 @@
 
     python bench/bytecode.py [--quick] [--rounds N] [PACKAGE ...]
 
-Locks PACKAGE... (default: numpy pandas) with ``pip lock``, as this machine's pip configuration resolves them
-(its indexes and find-links: local ones here, so every artifact is a local file and no download is timed), then,
-round after round, interleaved, each into a new directory with an empty cache:
+Locks PACKAGE... (default: numpy pandas) with ``pip lock`` from this machine's local package sources only: the
+``file:`` indexes and find-links directories its pip configuration names (``--index-url``/``--find-links`` to
+choose others), so every artifact is a local file and no download is timed; then, round after round, interleaved,
+each into a new directory with an empty cache:
 
 * ``repoinstall ensure -r pylock.toml`` with pip, then bare ``pip install --target --compile`` of the same pins;
 * ``repoinstall ensure -r pylock.toml`` with uv, then bare ``uv pip install --target --compile-bytecode``.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import statistics
 import subprocess
 import sys
@@ -36,10 +38,33 @@ from repoinstall._install.backends.uv import _binary as uv_binary
 TARGETS = {"pip": 1.0, "uv": 1.2}
 
 
-def lock_packages(packages: list[str], lock: Path) -> None:
-    """``pip lock`` of ``packages`` with this machine's pip configuration (its indexes, find-links, constraints)."""
+def local_sources() -> tuple[list[str], list[str]]:
+    """The local indexes (``file:`` URLs) and find-links directories this machine's pip configuration names."""
+    listing = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    indexes: list[str] = []
+    links: list[str] = []
+    for line in listing.splitlines():
+        key, _, value = line.partition("=")
+        values = value.strip().strip("'\"").split()
+        if key.endswith("index-url"):
+            indexes += [v for v in values if v.startswith("file:") and v not in indexes]
+        elif key.endswith("find-links"):
+            links += [v for v in values if Path(v).is_dir() and v not in links]
+    return indexes, links
+
+
+def lock_packages(packages: list[str], lock: Path, indexes: list[str], links: list[str]) -> None:
+    """``pip lock`` of ``packages`` from ``indexes`` and ``links`` only (no other pip configuration)."""
+    if not indexes and not links:
+        sys.exit("no local index or find-links directory: give --index-url file:///... or --find-links DIR")
     command = [sys.executable, "-m", "pip", "lock", "--quiet", "--disable-pip-version-check", "-o", str(lock)]
-    done = subprocess.run([*command, *packages], capture_output=True, text=True, check=False)
+    command += ["--index-url", indexes[0]] if indexes else ["--no-index"]
+    command += [arg for url in indexes[1:] for arg in ("--extra-index-url", url)]
+    command += [arg for place in links for arg in ("--find-links", place)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    done = subprocess.run([*command, *packages], capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         sys.exit(f"pip lock {' '.join(packages)} failed: {done.stderr.strip()[-500:]}")
 
@@ -109,6 +134,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round of the small fleet set (for CI)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--index-url", action="append", default=[], help="a local index (repeatable)")
+    parser.add_argument("--find-links", action="append", default=[], help="a local directory (repeatable)")
     parser.add_argument("packages", nargs="*", default=["numpy", "pandas"])
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
@@ -120,11 +147,16 @@ def main() -> None:
             lock_wheels(Path(tmp, "wheels"), lock)
             what = "the small fleet set's wheels"
         else:
-            lock_packages(args.packages, lock)
+            indexes, links = (args.index_url, args.find_links) if args.index_url or args.find_links else local_sources()
+            lock_packages(args.packages, lock, indexes, links)
             what = " + ".join(args.packages)
         places = pins(lock, Path(tmp, "requirements.txt"))
-        count = len(Path(tmp, "requirements.txt").read_text().splitlines())
+        lines = Path(tmp, "requirements.txt").read_text().splitlines()
+        if remote := [line.split(" @ ")[0] for line in lines if " @ file:" not in line]:
+            sys.exit(f"not local files: {', '.join(remote)} (every artifact must be local: no download is timed)")
+        count = len(lines)
         print(f"{machine()}; {rounds} round(s), interleaved, medians; {what} from a lock: {count} distributions, cold")
+        print("the lock: " + ", ".join(line.split(" --hash=")[0].rsplit("/", 1)[1] for line in lines))
         for round_ in range(rounds):
             for installer in ("pip", "uv"):
                 work = Path(tmp, f"{round_}-{installer}")
