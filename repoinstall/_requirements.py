@@ -245,7 +245,7 @@ def foreign_lock(path: str) -> str | None:
 #: Index and resolution options pip takes in a requirements file and repoinstall takes on its command line.
 _COMMAND_LINE_OPTIONS = frozenset(
     {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--no-index", "-c", "--constraint", "--pre"}
-    | {"--only-binary", "--no-binary", "--trusted-host"}
+    | {"--only-binary", "--no-binary"}
 )
 #: pip's editable install, in a requirements file and on the command line.
 EDITABLE = frozenset({"-e", "--editable"})
