@@ -5,25 +5,15 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import isolated_env
+from helpers import pip_target
 from wheels import make_wheel
 
 from repoinstall._dstore.bytecode import hash_based
 from repoinstall._store.dists import check_tree, scan
-
-
-def pip_target(target: Path, *wheels: Path) -> None:
-    """What an installer leaves now: the files and their RECORD, no bytecode."""
-    command = [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile", "--target"]
-    done = subprocess.run(
-        [*command, str(target), *map(str, wheels)], env=isolated_env(), capture_output=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +30,8 @@ def test_every_source_is_compiled_and_recorded_the_same_on_any_number_of_process
     tmp_path: Path, wheels: list[Path]
 ) -> None:
     one, many = tmp_path / "one", tmp_path / "many"
-    pip_target(one, *wheels)
-    pip_target(many, *wheels)
+    pip_target(one, *wheels, compile=False)
+    pip_target(many, *wheels, compile=False)
     assert not pycs(one)  # the installer compiled nothing
     sources = sorted(str(p.relative_to(one)) for p in one.rglob("*.py"))
     assert hash_based(str(one), sys.executable, processes=1) == len(sources)
@@ -61,7 +51,7 @@ def test_every_source_is_compiled_and_recorded_the_same_on_any_number_of_process
 
 def test_compiling_twice_changes_nothing(tmp_path: Path, wheels: list[Path]) -> None:
     tree = tmp_path / "tree"
-    pip_target(tree, *wheels)
+    pip_target(tree, *wheels, compile=False)
     hash_based(str(tree), sys.executable)
     records = {p: p.read_bytes() for p in tree.glob("*.dist-info/RECORD")}
     before = {p: p.stat().st_mtime_ns for p in tree.rglob("*.pyc")}
@@ -72,7 +62,7 @@ def test_compiling_twice_changes_nothing(tmp_path: Path, wheels: list[Path]) -> 
 
 def test_a_source_that_does_not_compile_gets_no_pyc_and_the_rest_do(tmp_path: Path, wheels: list[Path]) -> None:
     tree = tmp_path / "tree"
-    pip_target(tree, *wheels)
+    pip_target(tree, *wheels, compile=False)
     broken = next(tree.glob("alpha/*.py"))
     broken.write_text("def (:\n")  # as a wheel may ship (a Python 2 test file): pip skips it too
     sources = list(tree.rglob("*.py"))
@@ -82,7 +72,7 @@ def test_a_source_that_does_not_compile_gets_no_pyc_and_the_rest_do(tmp_path: Pa
 
 def test_an_interpreter_that_fails_leaves_no_unrecorded_pyc(tmp_path: Path, wheels: list[Path]) -> None:
     tree = tmp_path / "tree"
-    pip_target(tree, *wheels)
+    pip_target(tree, *wheels, compile=False)
     # An "interpreter" that writes one pyc and dies, as one killed mid-work would.
     fake = tmp_path / "python"
     victim = next(tree.glob("alpha/*.py"))
