@@ -878,10 +878,6 @@ def main() -> None:
         _run_command[:] = args[split + 1 :]
         args = args[:split]
     try:
-        if any(arg in ("-e", "--editable") or arg.startswith("--editable=") for arg in args):
-            from .._requirements import editable_refused
-
-            raise InvalidInput(editable_refused())  # pip's habit: say what to do, not "no such option"
         code = _app_for(args)(args=args, prog_name="repoinstall", standalone_mode=False)
     except RepoinstallError as error:  # raised outside a command's own handling (e.g. while reading options)
         if "--json" in args:
@@ -898,6 +894,10 @@ def main() -> None:
             sys.exit(0)
         context = getattr(error, "ctx", None)
         where = f" (see {context.command_path} --help)" if context is not None else ""
+        if type(error).__name__ == "NoSuchOption" and getattr(error, "option_name", "") in ("-e", "--editable"):
+            from .._requirements import editable_refused
+
+            message, where = editable_refused(), ""  # pip's habit: say what to do instead, not "no such option"
         code = getattr(error, "exit_code", 2)
         if "--json" in args:  # a usage error of a --json run is a JSON document on stdout too
             _print_json({"error": f"{message}{where}", "exit_code": code})
