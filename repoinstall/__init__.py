@@ -31,17 +31,20 @@ if TYPE_CHECKING:
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
+    from ._ops.plan import Planned, PlannedDist
     from ._ops.remove import Removed
     from ._ops.storeverify import DistReport
     from ._ops.verify import TreeReport
     from ._store.manifest import TreeEntry
 
-#: What verify, gc, remove, locks, doctor, list and store_usage return: importable from here, loaded on first use
+#: What verify, gc, remove, locks, doctor, list, plan and store_usage return: importable from here, loaded on first use
 #: (the warm path never needs them).
 _LAZY = {
     "DistReport": "._ops.storeverify",
     "Finding": "._ops.doctor",
     "LockInfo": "._ops.lockinfo",
+    "Planned": "._ops.plan",
+    "PlannedDist": "._ops.plan",
     "Removal": "._ops.gc",
     "Removed": "._ops.remove",
     "StoreUsage": "._dstore.usage",
@@ -73,6 +76,8 @@ __all__ = [
     "LockSettings",
     "LockTimeout",
     "NotInstalled",
+    "Planned",
+    "PlannedDist",
     "Removal",
     "Removed",
     "Repo",

@@ -74,6 +74,11 @@ class InstallOptions(NamedTuple):
     installer: str = INSTALLERS[0]
     #: The installers' download and wheel cache (``<dir>/pip``, ``<dir>/uv``); ``None``: each one's default.
     cache_dir: str | None = None
+    #: pip's ``--no-binary`` and ``--only-binary`` values (``:all:``, ``:none:``, project names), given to pip and uv
+    #: in this order, after what pip's configuration says: no-binary first, so ``:all:`` there and a name in
+    #: only-binary builds every project from source but that one.
+    no_binary: tuple[str, ...] = ()
+    only_binary: tuple[str, ...] = ()
 
     def validate(self) -> str | None:
         """A one-line reason these options cannot work, or ``None``: the same checks for the API and the CLI.
@@ -87,6 +92,10 @@ class InstallOptions(NamedTuple):
             return f"--install-timeout must be a positive number of seconds, got {self.timeout}"
         if self.cache_dir is not None and os.path.exists(self.cache_dir) and not os.path.isdir(self.cache_dir):
             return f"--cache-dir {self.cache_dir}: not a directory"
+        for flag, values in (("--no-binary", self.no_binary), ("--only-binary", self.only_binary)):
+            for value in binary_values(values):
+                if (problem := format_control_problem(value)) is not None:
+                    return f"{flag} {value!r}: {problem}"
         if not self.constraints:
             return None  # and the warm path never loads the file helpers
         from ._errors import RequirementsFileError
@@ -98,6 +107,20 @@ class InstallOptions(NamedTuple):
             except RequirementsFileError as error:
                 return str(error)
         return None
+
+
+def binary_values(values: tuple[str, ...]) -> tuple[str, ...]:
+    """``--only-binary``/``--no-binary`` values as pip reads them: each may be a comma-separated list."""
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def format_control_problem(value: str) -> str | None:
+    """Why ``value`` is not one of pip's format-control values (``:all:``, ``:none:``, a project name), or ``None``."""
+    import re
+
+    if value in (":all:", ":none:") or re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?", value):
+        return None
+    return "not :all:, :none: or a project name (a comma-separated list of them as in pip)"
 
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}

@@ -18,6 +18,7 @@ import threading
 from typing import NamedTuple
 
 from . import _log
+from ._formats import NO_BINARY, ONLY_BINARY, Formats
 from ._options import InstallOptions
 from ._urls import check_sources
 
@@ -43,6 +44,8 @@ class IndexConfig(NamedTuple):
     #: private key and the certificate): resolution goes out the way the installers do.
     proxy: str | None = None
     client_cert: str | None = None
+    #: pip's configuration's ``no-binary`` and ``only-binary``, then the options': which formats may be installed.
+    formats: Formats = Formats()
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -70,6 +73,13 @@ def index_config(options: InstallOptions | None, *, pre: bool = False) -> IndexC
         trusted_hosts=tuple(pip.get("trusted-host", "").split()),
         proxy=pip.get("proxy") or None,
         client_cert=pip.get("client-cert") or None,
+        formats=Formats.of(
+            [
+                *((flag, pip[flag]) for flag in (NO_BINARY, ONLY_BINARY) if pip.get(flag)),
+                *((NO_BINARY, value) for value in options.no_binary),
+                *((ONLY_BINARY, value) for value in options.only_binary),
+            ]
+        ),
     )
 
 

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
+    from ._ops.plan import Planned
     from ._ops.remove import Removed
     from ._ops.storeverify import DistReport
     from ._ops.verify import TreeReport
@@ -79,6 +80,8 @@ class Prepared(NamedTuple):
     checked: frozenset[DistId] = frozenset()
     #: Why this pinned tree cannot be installed, proven by every source's listing: no installer is run for it.
     absent: NotOnIndex | None = None
+    #: Seconds the batch's run took: part of this tree's install, which waited for all of it.
+    seconds: float = 0.0
 
 
 _NOTHING = Prepared()
@@ -352,13 +355,25 @@ class Repo:
         if len(items) < 2:
             return {}  # one tree: its own protocol resolves and stores what it needs, under its own lock
         prepared: dict[Choice, Prepared] = {}
+        started = time.monotonic()
         try:
             with os_errors(self._layout.root, items[0][1]):
                 done = self._layout.retrying(
                     prefill, self._layout, self._tree_locks(), self._install_options, items, self._newest
                 )
+            seconds = time.monotonic() - started
+            if done.closures:
+                _log.logger().info(
+                    "stored the distributions of %d trees in one run (%.1fs)", len(done.closures), seconds
+                )
             prepared = {
-                tid: Prepared(done.closures.get(tid), done.stored.get(tid, 0), done.checked) for _, tid in items
+                tid: Prepared(
+                    done.closures.get(tid),
+                    done.stored.get(tid, 0),
+                    done.checked,
+                    seconds=seconds if tid in done.closures else 0.0,
+                )
+                for _, tid in items
             }
         except (Interrupted, LockTimeout):
             raise  # stopping, or a peer's distribution waited for past --wait-timeout: exit 3, as for a tree
@@ -410,7 +425,10 @@ class Repo:
         while True:
             try:
                 outcome, shared = self._single_flight().run(
-                    tid, partial(self._install, requested, tid, prepared.closure, prepared.checked, filler)
+                    tid,
+                    partial(
+                        self._install, requested, tid, prepared.closure, prepared.checked, filler, prepared.seconds
+                    ),
                 )
                 break
             except Interrupted:
@@ -421,7 +439,8 @@ class Repo:
                 # The install this thread shared was stopped with its own caller's batch, not ours: run it anew.
         action = "waited" if shared else outcome.action
         stored = prepared.stored + (0 if shared else outcome.stored)
-        return self._result(requested, tid, action, outcome.waited, outcome.installing, stored)
+        installing = outcome.installing + (0.0 if shared else prepared.seconds)  # its batch's run was its install
+        return self._result(requested, tid, action, outcome.waited, installing, stored)
 
     async def _aensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
         import asyncio
@@ -454,7 +473,10 @@ class Repo:
         resolved: Closure | None = None,
         checked: frozenset[DistId] = frozenset(),
         filler: Filler | None = None,
+        batch: float = 0.0,
     ) -> Outcome:
+        """The protocol for ``tid``; ``batch``: seconds a batch's run took to store its distributions first (the
+        time reported for it includes them)."""
         from ._install.protocol import ensure_tree
 
         self._emit(Event("start", str(tid)))
@@ -473,10 +495,11 @@ class Repo:
                 checked,
                 filler,
             )
-        seconds = time.monotonic() - started
+        seconds = time.monotonic() - started + batch
         self._emit(Event("done", str(tid), outcome.action, seconds))
         size = f", {outcome.size / 1e6:.1f} MB" if outcome.size else ""
-        _log.logger().info("%s %s (%.1fs%s)", outcome.action, tid, seconds, size)
+        with_batch = ", its batch's run included" if batch else ""
+        _log.logger().info("%s %s (%.1fs%s%s)", outcome.action, tid, seconds, size, with_batch)
         return outcome
 
     def _from_registry(self, tid: TreeId) -> Filler | None:
@@ -753,6 +776,15 @@ class Repo:
             if tid is not None:
                 tids.append(tid)
         return pylock(self._layout.retrying(closure, self._layout, tids))
+
+    def plan(self, specs: Iterable[Requested | str]) -> list[Planned]:
+        """What ensuring ``specs`` would do, with nothing done (``ensure --dry-run``): each present tree's path, and
+        for each missing one the distributions it would hold, stored already or to store, and which of those would
+        be downloaded. Nothing in the repo is written or locked; the installer resolves what no lock pins."""
+        from ._ops.plan import plan
+
+        wanted = [self._parsed(s) for s in specs]
+        return plan(self._layout, self.env, self._install_options or InstallOptions(), wanted, self.tree_path)
 
     def list(self) -> list[tuple[TreeEntry, str]]:
         """Every recorded tree in the repo, all environments, with its path."""

@@ -210,10 +210,7 @@ def read_requirements_file(path: str) -> list[Requested]:
             _enter(stack, nested_path, where=source)
             continue
         if head.startswith("-"):
-            raise RequirementsFileError(
-                f"{source}: option line {head.split('=')[0]!r} is not supported in requirements files "
-                "(only -r and --hash); pass index options on the command line"
-            )
+            raise RequirementsFileError(f"{source}: {unsupported_option(head.split('=')[0])}")
         spec, hashes = _split_hashes(text, source)
         found.append(parse_spec(spec, source, hashes))
     return found
@@ -223,12 +220,54 @@ def _enter(stack: list[tuple[str, str, Iterator[tuple[int, str]]]], path: str, *
     """Open ``path`` (named at ``where``) as the next file to read, unless it is in a loop or too deep."""
     from ._textfile import read_text  # here: specs on the command line need no file reading
 
+    if (made_by := foreign_lock(path)) is not None:
+        raise RequirementsFileError(f"{path}: not a lock this reads; `{made_by}` makes one")
     real = os.path.realpath(path)
     if any(seen == real for _, seen, _ in stack):
         raise RequirementsFileError(f"{path}: requirements files include each other in a loop")
     if len(stack) >= MAX_NESTING:
         raise RequirementsFileError(f"{where}: -r files nested more than {MAX_NESTING} deep")
     stack.append((path, real, _logical_lines(read_text(path, "requirements file"))))
+
+
+#: Other tools' own lock files, by name, and the command that makes from one a lock this reads.
+_FOREIGN_LOCKS = {
+    "uv.lock": "uv export --format pylock.toml -o pylock.toml",
+    "poetry.lock": "poetry export --format requirements.txt -o requirements.txt",
+    "pipfile.lock": "pipenv requirements --hash > requirements.txt",
+    "pdm.lock": "pdm export --format requirements -o requirements.txt",
+}
+
+
+def foreign_lock(path: str) -> str | None:
+    """The command that makes a lock this reads from the other tool's lock file at ``path``, or ``None``."""
+    return _FOREIGN_LOCKS.get(os.path.basename(path).lower())
+
+
+#: Index and resolution options pip takes in a requirements file and repoinstall takes on its command line.
+_COMMAND_LINE_OPTIONS = frozenset(
+    {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--no-index", "-c", "--constraint", "--pre"}
+    | {"--only-binary", "--no-binary"}
+)
+#: pip's editable install, in a requirements file and on the command line.
+EDITABLE = frozenset({"-e", "--editable"})
+
+
+def unsupported_option(option: str) -> str:
+    """What to do instead of ``option`` in a requirements file (one line, after the file and line)."""
+    if option in EDITABLE:
+        return editable_refused()
+    if option in _COMMAND_LINE_OPTIONS:
+        return f"option line {option!r} is not read from requirements files: give {option} on the command line"
+    return f"option line {option!r} is not supported in requirements files (only -r and --hash)"
+
+
+def editable_refused() -> str:
+    """Why an editable install (``-e``) is refused, and what to do instead."""
+    return (
+        "editable installs (-e) are not supported: a tree is immutable and shared by every pod; build a wheel "
+        "(pip wheel --no-deps -w dist .) and ensure it by name and version with --find-links dist"
+    )
 
 
 #: pip's environment variables in requirements files: ``${NAME}``, uppercase letters, digits and underscores only.

@@ -120,3 +120,11 @@ def test_oci_benchmark_pushes_only_new_layers_and_one_digest_per_distribution() 
     assert "repoinstall --from" in out and "pip / --from:" in out and "uv / --from:" in out, out
     rows = [line.split() for line in out.splitlines() if line.strip().startswith(("the unpacked image", "the tree"))]
     assert len(rows) == 2 and all(row[-2:] == ["0", "0"] for row in rows), out  # no source read, nothing written
+
+
+def test_bytecode_benchmark_prints_each_installer_beside_its_bare_run_and_target() -> None:
+    done = bench("bytecode.py")  # it exits non-zero unless every repoinstall tree verified
+    for installer, target in (("pip", "1.0"), ("uv", "1.2")):
+        assert f"repoinstall with {installer} / bare {installer}: " in done.stdout, done.stdout
+        assert f"(target <= {target}: " in done.stdout, done.stdout
+    assert "bare uv pip install --target --compile-bytecode" in done.stdout, done.stdout

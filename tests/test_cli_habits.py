@@ -140,7 +140,7 @@ def test_a_set_installed_together_is_one_tree_keyed_by_the_set(repo: Path, shado
     with_uv = run("ensure", "--together", "--installer", "uv", "strict-pkg==1.0", "lib-pkg==2.0", *args, "--json")
     assert with_uv.returncode == 0 and json.loads(with_uv.stdout)["packages"][0]["action"] == "installed", with_uv
     assert not [page for page in shadowing.pages if page.startswith("together")]  # never asked of the index
-    listed = run("list", "--repo", str(repo))
+    listed = run("list", "--repo", str(repo), "--long")
     assert f"{first['name']}==1 (app-pkg==1.0, lib-pkg==1.0)  " in listed.stdout, listed
     trees = json.loads(run("list", "--repo", str(repo), "--json").stdout)["trees"]
     assert {"name": first["name"], "requirement": "app-pkg==1.0 lib-pkg==1.0"}.items() <= next(

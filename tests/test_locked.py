@@ -4,6 +4,7 @@ ensured as ONE tree each: exactly their artifacts, hash-checked, nothing resolve
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -235,7 +236,8 @@ def test_list_shows_a_locked_trees_members_and_source(tmp_path: Path, served: In
     assert locked["lock"] == {"source": str(lock), "members": ["app==1.0", "dep==1.0"]}
     assert "lock" not in rows["lone"]
     human = run("list", "--repo", repo).stdout
-    assert f"(lock {lock}: app==1.0, dep==1.0)" in human
+    assert re.search(r"\n  locked-app-dep-[0-9a-f]{10}==1  .*  with app==1\.0, dep==1\.0\n", human), human
+    assert f"(lock {lock}: app==1.0, dep==1.0)" in run("list", "--repo", repo, "--long").stdout
 
 
 def test_repair_reinstalls_a_locked_tree_from_what_it_was_installed_from(tmp_path: Path, served: IndexServer) -> None:

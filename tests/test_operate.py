@@ -322,7 +322,7 @@ def test_locks_spells_the_version_as_ensure_and_list_do(repo: Path, index: Index
     assert code == 0, err
     [package] = document(out)["packages"]
     assert (package["name"], package["version"]) == ("adaptor-a", "1.0")
-    assert run("list", "--repo", repo).stdout.startswith("adaptor-a==1.0  ")
+    assert run("list", "--repo", repo).stdout.splitlines()[1].startswith("  adaptor-a==1.0  ")
     # Free now: named as its record spells it.
     [free] = json.loads(run("locks", "--repo", repo, "--json").stdout)["locks"]
     assert not free["held"] and free["tree"] == "adaptor-a==1.0"

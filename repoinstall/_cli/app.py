@@ -204,7 +204,7 @@ def _together(store: Repo, wanted: "list[Requested]") -> "EnsureResult | Repoins
 
 
 @app.command(epilog=EXIT_CODES, short_help="Install what is missing (once, cluster-wide) and print the paths.")
-@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, "from_registry", "push_after", *REGISTRY)
+@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, "dry_run", "from_registry", "push_after", *REGISTRY)
 def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Install what is missing (once, cluster-wide) and print where each tree is.
 
@@ -212,9 +212,13 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
     if none matches (or with --refresh) is the index asked, as pip would ask it (pip.conf, PIP_INDEX_URL,
     --index-url, ~/.netrc). With --from, a missing tree's image in that registry comes first: only the layers
     the store lacks are fetched, no installer runs; --push then pushes the trees installed from an index.
+    With --dry-run nothing in the repo changes: it says what would be installed, stored and downloaded.
     """
     _use_json(opts)
     _configure_log(opts)
+    if opts.dry_run:
+        _dry_run(specs, requirement, opts)
+        return
     pushed: list[Pushed] = []
     push_to = opts.from_registry if opts.push_after else None
     wanted, root, env, outcomes = _ensure_cli(
@@ -249,6 +253,61 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
         typer.echo(f"repoinstall: error: {failure}", err=True)
     if errors:
         raise typer.Exit(errors[0][1].exit_code)
+
+
+def _dry_run(specs: list[str] | None, requirement: list[str] | None, opts: Options) -> None:
+    """``ensure --dry-run``: what ensure would do, nothing done (see repoinstall._ops.plan); exit 1 if a missing
+    tree could not be resolved."""
+    if not specs and not requirement:
+        _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
+    if opts.together or opts.from_registry:
+        flag = "--together" if opts.together else "--from"
+        _fail(f"--dry-run plans each tree from the indexes alone; it cannot plan {flag}: run without one of them", 2)
+    try:
+        wanted = _collect(
+            specs or [], requirement or [], require_hashes=opts.require_hashes, install=opts.install_options()
+        )
+        with Repo(repo_path(opts, announce=not (opts.quiet or opts.as_json)), **opts.repo_settings()) as store:
+            planned = store.plan(wanted)
+            root, env = store.path, store.env
+    except RepoinstallError as error:
+        _fail(error)
+    missing = [one for one in planned if one.action == "install"]
+    to_store = {(d.name, d.version, d.sha256): d for one in missing for d in one.dists if not d.stored}
+    downloads = [d for d in to_store.values() if d.download]
+    if opts.as_json:
+        _print_json(
+            {
+                "repo": root,
+                "env": env,
+                "dry_run": True,
+                "trees": [one.as_dict() for one in planned],
+                "install": [one.requirement for one in missing],
+                "store": [d.as_dict() for d in to_store.values()],
+                "download": [d.as_dict() for d in downloads],
+            }
+        )
+    elif not opts.quiet:
+        for one in planned:
+            if one.action == "present":
+                typer.echo(f"{'present':<14} {one.requirement}  {one.path}")
+            elif one.action == "skipped":
+                typer.echo(f"{'skipped':<14} {one.requirement} (marker is false)")
+            elif one.action == "install":
+                new = sum(not d.stored for d in one.dists)
+                typer.echo(f"{'would install':<14} {one.requirement}  ({len(one.dists)} distributions, {new} to store)")
+                for dist in one.dists:
+                    how = "stored" if dist.stored else "download" if dist.download else "local file"
+                    typer.echo(f"{'':<14} {'link' if dist.stored else 'store':<6} {dist.name} {dist.version}  ({how})")
+        typer.echo(
+            f"dry run: {len(missing)} tree(s) to install, {len(to_store)} distribution(s) to store, "
+            f"{len(downloads)} to download; nothing changed"
+        )
+    for one in planned:
+        if one.action == "unresolved":
+            typer.echo(f"repoinstall: error: {one.requirement}: {one.reason}", err=True)
+    if any(one.action == "unresolved" for one in planned):
+        raise typer.Exit(1)
 
 
 def _print_pushed(pushed: "list[Pushed]") -> None:
@@ -369,6 +428,7 @@ def _tree_script(name: str, bins: list[str]) -> str | None:
 @takes(*OUTPUT, *LOCKING, *INSTALLING)
 def verify(
     specs: SpecsArg = None,
+    requirement: ReqOpt = None,
     all_trees: Annotated[
         bool, typer.Option("--all", help="Every tree in the repo (the default without SPEC).")
     ] = False,
@@ -384,20 +444,21 @@ def verify(
     opts: Options,
 ) -> None:
     """Check trees file by file against their RECORD hashes and manifest records, and the stored distributions
-    they are composed from against theirs; exit 1 if any is wrong."""
+    they are composed from against theirs; exit 1 if any is wrong.
+
+    The trees SPECs and -r FILEs name (a requirements file's trees, a lock file's one tree), else every tree."""
     _use_json(opts)
     _configure_log(opts)
-    from .._requirements import parse_spec
-
-    if specs and all_trees:
-        _fail("give SPEC arguments or --all, not both", 2)
+    if (specs or requirement) and all_trees:
+        _fail("give SPEC arguments or -r FILE, or --all, not both", 2)
     repaired: list[dict[str, str]] = []
     failed: list[str] = []
     try:
-        wanted = [parse_spec(spec) for spec in specs or []]
+        wanted = _collect(specs or [], requirement or [], require_hashes=False)
         with Repo(repo_path(opts, announce=False), **opts.repo_settings()) as store:
-            reports = store.verify(wanted)
-            stored = store.verify_store(wanted)
+            named = bool(specs or requirement)  # files that name no tree (comments only): nothing to verify
+            reports = store.verify(wanted) if wanted or not named else []
+            stored = store.verify_store(wanted) if wanted or not named else []
             obstacles = store.obstacles()  # in the store's, its locks' or the trees' locks' way: a person looks
             # A damaged stored distribution first: set aside, so the trees composed from it install it afresh.
             for dist in stored if repair else ():
@@ -668,8 +729,15 @@ def export(
 
 @app.command("list", epilog=EXIT_CODES, short_help="List every installed tree in the repo (all environments).")
 @takes("repo", "as_json")
-def list_(*, opts: Options) -> None:
-    """List every installed tree in the repo (all environments).
+def list_(
+    long: Annotated[
+        bool, typer.Option("--long", "-l", help="One full line per tree: environment, install time, path, members.")
+    ] = False,
+    *,
+    opts: Options,
+) -> None:
+    """List every installed tree in the repo (all environments), under its environment: one line each, at most
+    100 columns (its install time and what it holds; --long adds the path, --json everything).
 
     With --json: {"repo", "trees": [...], "store": {"distributions", "bytes", "tree_bytes", "bytes_saved"}}: the
     distributions stored once each, their bytes (file sizes, each inode once), the trees' bytes as if each had
@@ -711,12 +779,30 @@ def list_(*, opts: Options) -> None:
     if opts.as_json:
         _print_json({"repo": root, "trees": rows, "store": usage and usage.as_dict()})
         return
-    for record, path in records:
-        extras = f"[{','.join(record.extras)}]" if record.extras else ""
-        members = _set_members(record.name, record.requirement)
-        if is_locked(record.name):
-            members = f" (lock {record.requirement}: {', '.join(_lock_members(record))})"
-        typer.echo(f"{record.name}{extras}=={record.version}{members}  {record.env}  {record.installed_at}  {path}")
+    if long:
+        for record, path in records:
+            extras = f"[{','.join(record.extras)}]" if record.extras else ""
+            members = _set_members(record.name, record.requirement)
+            if is_locked(record.name):
+                members = f" (lock {record.requirement}: {', '.join(_lock_members(record))})"
+            typer.echo(f"{record.name}{extras}=={record.version}{members}  {record.env}  {record.installed_at}  {path}")
+        return
+    from .listing import short_lines
+
+    for line in short_lines([(record, _held(record)) for record, _ in records]):
+        typer.echo(line)
+
+
+def _held(record: "TreeEntry") -> list[str]:
+    """What a tree holds, as its short line names it: a set's pins, a lock's packages, else its distributions'
+    names other than its own."""
+    from .._store.manifest import recorded_dists
+
+    if is_set(record.name):
+        return record.requirement.split()
+    if is_locked(record.name):
+        return _lock_members(record)
+    return sorted({str(row.get("name")) for row in recorded_dists(record)} - {record.name})
 
 
 def _lock_members(record: "TreeEntry") -> list[str]:
@@ -794,6 +880,8 @@ def main() -> None:
     try:
         code = _app_for(args)(args=args, prog_name="repoinstall", standalone_mode=False)
     except RepoinstallError as error:  # raised outside a command's own handling (e.g. while reading options)
+        if "--json" in args:
+            _print_json({"error": str(error), "exit_code": error.exit_code})
         typer.echo(f"repoinstall: error: {error}", err=True)
         sys.exit(error.exit_code)
     except (Abort, KeyboardInterrupt):  # click turns a Ctrl-C inside a command into Abort; one outside it is as is
@@ -806,6 +894,10 @@ def main() -> None:
             sys.exit(0)
         context = getattr(error, "ctx", None)
         where = f" (see {context.command_path} --help)" if context is not None else ""
+        if type(error).__name__ == "NoSuchOption" and getattr(error, "option_name", "") in ("-e", "--editable"):
+            from .._requirements import editable_refused
+
+            message, where = editable_refused(), ""  # pip's habit: say what to do instead, not "no such option"
         code = getattr(error, "exit_code", 2)
         if "--json" in args:  # a usage error of a --json run is a JSON document on stdout too
             _print_json({"error": f"{message}{where}", "exit_code": code})

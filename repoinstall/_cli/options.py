@@ -48,6 +48,8 @@ class Options(NamedTuple):
     together: bool = False
     require_hashes: bool = False
     dry_run: bool = False
+    no_binary: list[str] | None = None
+    only_binary: list[str] | None = None
     from_registry: str | None = None
     push_after: bool = False
     plain_http: bool = False
@@ -61,7 +63,7 @@ class Options(NamedTuple):
         return Settings(self.plain_http, self.registry_ca, self.registry_client_cert, self.registry_timeout)
 
     def install_options(self) -> "InstallOptions":
-        from .._options import InstallOptions
+        from .._options import InstallOptions, binary_values
 
         return InstallOptions(
             self.index_url,
@@ -72,6 +74,8 @@ class Options(NamedTuple):
             self.install_timeout,
             installer=self.installer,
             cache_dir=self.cache_dir,
+            no_binary=binary_values(tuple(self.no_binary or ())),
+            only_binary=binary_values(tuple(self.only_binary or ())),
         )
 
     def repo_settings(self) -> dict[str, Any]:
@@ -227,7 +231,32 @@ DECLARED: dict[str, Any] = {
             help="As pip: refuse input that is not pinned and hashed (a -r FILE of hashed lines, or a pylock.toml).",
         ),
     ],
-    "dry_run": Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")],
+    "dry_run": Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Change nothing, only say what would be done: removed (gc, remove); installed, stored and "
+            "downloaded (ensure).",
+        ),
+    ],
+    "no_binary": Annotated[
+        list[str] | None,
+        typer.Option(
+            "--no-binary",
+            metavar=":all:|:none:|NAME[,NAME]",
+            help="As pip (and passed to pip or uv): build these projects from source distributions.",
+            show_default=False,
+        ),
+    ],
+    "only_binary": Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only-binary",
+            metavar=":all:|:none:|NAME[,NAME]",
+            help="As pip (and passed to pip or uv): take only wheels for these projects, never build.",
+            show_default=False,
+        ),
+    ],
     "from_registry": Annotated[
         str | None,
         typer.Option(
@@ -285,6 +314,8 @@ INSTALLING = (
     "find_links",
     "no_index",
     "constraint",
+    "no_binary",
+    "only_binary",
 )
 RESOLVING = ("jobs", "refresh", "pre", "index_ttl")
 ENSURING = (*RESOLVING, "together", "require_hashes")

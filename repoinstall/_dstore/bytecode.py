@@ -1,5 +1,5 @@
-"""Bytecode that stays valid wherever a stored distribution's files land, and is the same from any repo: PEP 552
-unchecked hash-based pycs, compiled afresh in a fixed interpreter state.
+"""Bytecode compiled once, in parallel, that stays valid wherever a stored distribution's files land and is the same
+from any repo: PEP 552 unchecked hash-based pycs, compiled in a fixed interpreter state.
 
 An installer compiles each module into a timestamp pyc, whose header holds the source's mtime and size: the
 interpreter recompiles it (reading the source, and writing a new pyc where it can) as soon as the source's mtime
@@ -7,12 +7,20 @@ differs. An OCI layer cannot keep mtimes and still be reproducible (its entries 
 unpacked or mounted from an image would compile everything on every cold import, on a read-only mount. Its code
 objects also name the installer's temporary directory, different in each repo.
 
-After an installer run, before its distributions are split into the store, each pyc a RECORD lists whose source
-is there is compiled again by the tree's interpreter (one process for the run, ``PYTHONHASHSEED=0`` so that sets
-of constants marshal in one order) as an *unchecked* hash-based pyc naming its source by its path in the tree;
-its RECORD row gets the new hash. The interpreter trusts such a pyc without looking at the source's mtime or
-bytes. That is safe here because a stored distribution never changes: every file of it, sources and pycs, is
-checked against its RECORD by ``verify``.
+So the installers compile nothing (``pip --no-compile``, uv without ``--compile-bytecode``) and, after their run,
+in the private dir they filled (before anything is split into the store or published), every source a RECORD
+lists is compiled here by the tree's interpreter as an *unchecked* hash-based pyc naming its source by its path in
+the tree, ``__pycache__/<module>.<tag>.pyc`` as the interpreter would write it, and its RECORD gets the pyc's row
+with its hash. A pyc the installer did write (an older configuration, ``-O`` levels) is compiled again the same
+way. The interpreter trusts such a pyc without looking at the source's mtime or bytes. That is safe here because a
+stored distribution never changes: every file of it, sources and pycs, is checked against its RECORD by
+``verify``.
+
+The work is spread over one process per core (as ``compileall -j0`` and uv's ``--compile-bytecode`` do), each
+given sources of about the same total size. Each process runs with ``PYTHONHASHSEED=0`` (sets of constants marshal
+in one order) and compiles each file alone, so a pyc's bytes depend on its source and name only, never on which
+process compiled it or what it compiled before. A pyc that is already the unchecked hash-based pyc of its source is
+left as it is: compiling a dir twice costs a header read per file.
 """
 
 from __future__ import annotations
@@ -25,31 +33,58 @@ import json
 import os
 import posixpath
 import subprocess
+import tempfile
+import time
+from typing import NamedTuple
 
 from .._store.dists import RECORD_LIMIT, is_bytecode, scan, tree_relative
 
-#: Run by the tree's interpreter: compile each (source, pyc, name in the tree, optimization level) it is given.
+#: Run by the tree's interpreter: compile each [source, pyc or null (the interpreter's own cache path for it), name
+#: in the tree, optimization level] it is given, unless the pyc is that source's unchecked hash-based pyc already;
+#: print each one's pyc path, or null where it did not compile.
 _COMPILE = """
-import json, py_compile, sys
-failed = []
+import importlib.util, json, py_compile, sys
+done = []
 for source, pyc, name, level in json.load(sys.stdin):
     try:
-        py_compile.compile(source, cfile=pyc, dfile=name, doraise=True, optimize=level,
-                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        if pyc is None:
+            pyc = importlib.util.cache_from_source(source)
+        with open(source, "rb") as handle:
+            digest = importlib.util.source_hash(handle.read())
+        try:
+            with open(pyc, "rb") as handle:
+                head = handle.read(16)
+        except OSError:
+            head = b""
+        if head != importlib.util.MAGIC_NUMBER + b"\\x01\\x00\\x00\\x00" + digest:
+            py_compile.compile(source, cfile=pyc, dfile=name, doraise=True, optimize=level,
+                               invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        done.append(pyc)
     except Exception:
-        failed.append(pyc)
-json.dump(failed, sys.stdout)
+        done.append(None)
+json.dump(done, sys.stdout)
 """
+#: The whole compile's bound: a hung interpreter must not hold the install (and its lock) for ever.
 _TIMEOUT = 600.0
+#: Fewer sources than this per process are not worth another interpreter's start (tens of milliseconds).
+_PER_PROCESS = 40
 
 
-def hash_based(staged: str, python: str) -> int:
-    """Compile the pycs of the distributions an installer put in ``staged`` (a private dir) again as unchecked
-    hash-based pycs, with ``python``, and update their RECORD rows; how many it rewrote. A pyc whose source is not
-    there, or that does not compile, stays as the installer wrote it."""
+class _Job(NamedTuple):
+    source: str  # tree-relative
+    pyc: str | None  # tree-relative; ``None``: where the interpreter puts it (level 0)
+    level: int
+    record: int  # index of the RECORD that lists the source (or the pyc)
+    size: int  # the source's bytes, to share the work out evenly
+
+
+def hash_based(staged: str, python: str, processes: int | None = None) -> int:
+    """Compile every recorded source of the distributions an installer put in ``staged`` (a private dir) as an
+    unchecked hash-based pyc, with ``python``, on ``processes`` processes (default: one per core this process may
+    use), and record each pyc in its distribution's RECORD; how many pycs it wrote or found so. A source that does
+    not compile gets no pyc (the interpreter compiles it in memory on import, as it would any other)."""
     records: list[tuple[str, str, list[list[str]]]] = []  # (RECORD's path, its line ending, its rows)
-    jobs: dict[str, list[str]] = {}  # tree-relative pyc -> its RECORD row
-    work = []
+    jobs: list[_Job] = []
     for dist in scan(staged):
         record = os.path.join(staged, dist.dist_info, "RECORD")
         try:
@@ -61,37 +96,152 @@ def hash_based(staged: str, python: str) -> int:
         if len(data) > RECORD_LIMIT:
             continue
         rows = list(csv.reader(io.StringIO(text)))
+        jobs += _jobs_of(staged, rows, len(records))
         records.append((record, "\r\n" if "\r\n" in text else "\n", rows))
-        for row in rows:
-            relative = tree_relative(row[0]) if row else None
-            if relative is None or not is_bytecode(relative) or (found := _source_of(staged, relative)) is None:
-                continue
-            source, level = found
-            jobs[relative] = row
-            work.append((os.path.join(staged, source), os.path.join(staged, relative), source, level))
-    if not work:
+    if not jobs:
         return 0
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}, "PYTHONHASHSEED": "0"}
-    done = subprocess.run(
-        [python, "-I", "-c", _COMPILE], input=json.dumps(work).encode(), capture_output=True, env=env,
-        timeout=_TIMEOUT, check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        return 0  # the installer's pycs stay: valid where mtimes are kept
-    failed = {os.path.relpath(path, staged) for path in json.loads(done.stdout or b"[]")}
-    for relative, row in jobs.items():
-        if relative in failed:
+    written = _compile(staged, python, jobs, processes)
+    rows_of: list[dict[str, list[str]]] = [
+        {tree_relative(row[0]) or "": row for row in rows if row} for _, _, rows in records
+    ]
+    count = 0
+    for job, pyc in zip(jobs, written, strict=True):
+        relative = None if pyc is None else os.path.relpath(pyc, staged).replace(os.sep, "/")
+        if relative is None or relative.startswith("../"):
+            if job.pyc is None:
+                _drop_unrecorded(staged, job.source, rows_of[job.record])
             continue
         with open(os.path.join(staged, relative), "rb") as handle:
             new = handle.read()
         digest = base64.urlsafe_b64encode(hashlib.sha256(new).digest()).rstrip(b"=").decode("ascii")
+        row = rows_of[job.record].get(relative)
+        if row is None:  # a new file: its row beside its source's, as an installer lists its bytecode
+            row = [_recorded_path(rows_of[job.record], job.source, relative)]
+            rows_of[job.record][relative] = row
+            records[job.record][2].append(row)
         row[1:] = [f"sha256={digest}", str(len(new))]
+        count += 1
     for record, newline, rows in records:
         out = io.StringIO()
         csv.writer(out, lineterminator=newline).writerows(rows)
         with open(record, "wb") as handle:
             handle.write(out.getvalue().encode("utf-8"))
-    return len(jobs) - len(failed)
+    return count
+
+
+def _jobs_of(staged: str, rows: list[list[str]], record: int) -> list[_Job]:
+    """What to compile of one RECORD: each recorded ``.py`` source at level 0, and each recorded pyc of another
+    level whose source is there."""
+    jobs: list[_Job] = []
+    for row in rows:
+        relative = tree_relative(row[0]) if row else None
+        if relative is None:
+            continue
+        if relative.endswith(".py") and (size := _regular_size(staged, relative)) is not None:
+            jobs.append(_Job(relative, None, 0, record, size))
+        elif is_bytecode(relative) and (found := _source_of(staged, relative)) is not None:
+            source, level = found
+            if level and (size := _regular_size(staged, source)) is not None:
+                jobs.append(_Job(source, relative, level, record, size))
+    return jobs
+
+
+def _regular_size(staged: str, relative: str) -> int | None:
+    """The size of the regular file at ``relative`` (``None``: none there, or a symlink)."""
+    try:
+        info = os.lstat(os.path.join(staged, relative))
+    except OSError:
+        return None
+    import stat
+
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _compile(staged: str, python: str, jobs: list[_Job], processes: int | None) -> list[str | None]:
+    """Compile ``jobs`` on up to ``processes`` interpreters at once, each given sources of about the same total size;
+    each job's pyc path, or ``None`` (it did not compile, or its interpreter failed: killed, out of memory)."""
+    wanted = processes or _cores()
+    count = max(1, min(wanted, len(jobs) // _PER_PROCESS or 1))
+    shares: list[list[int]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for number in sorted(range(len(jobs)), key=lambda n: -jobs[n].size):  # largest first, onto the lightest share
+        lightest = loads.index(min(loads))
+        shares[lightest].append(number)
+        loads[lightest] += jobs[number].size + 1
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}, "PYTHONHASHSEED": "0"}
+    written: list[str | None] = [None] * len(jobs)
+    running: list[tuple[list[int], subprocess.Popen[bytes]]] = []
+    try:
+        for share in shares:
+            given = [[os.path.join(staged, jobs[n].source), _joined(staged, jobs[n].pyc), jobs[n].source, jobs[n].level]
+                     for n in share]  # fmt: skip
+            with tempfile.TemporaryFile() as work:  # its stdin: each one starts at once, whatever the others read
+                work.write(json.dumps(given).encode())
+                work.seek(0)
+                running.append((share, subprocess.Popen(
+                    [python, "-I", "-c", _COMPILE], stdin=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                    env=env,
+                )))  # fmt: skip
+        deadline = time.monotonic() + _TIMEOUT
+        for share, proc in running:
+            try:
+                out, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+                done = json.loads(out) if proc.returncode == 0 else None
+            except (subprocess.TimeoutExpired, ValueError):
+                done = None
+            if not isinstance(done, list) or len(done) != len(share):
+                continue  # its jobs have no pyc (what it wrote, no RECORD lists: see hash_based)
+            for n, pyc in zip(share, done, strict=True):
+                written[n] = pyc if isinstance(pyc, str) else None
+    finally:
+        for _, proc in running:
+            # Timed out, or interrupted (SIGTERM, Ctrl-C): nothing may go on writing into the staging dir.
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return written
+
+
+def _joined(staged: str, relative: str | None) -> str | None:
+    return None if relative is None else os.path.join(staged, relative)
+
+
+def _drop_unrecorded(staged: str, source: str, recorded: dict[str, list[str]]) -> None:
+    """Remove the level-0 pycs of ``source`` that no RECORD lists: a failed interpreter may have written one."""
+    directory, _, name = source.rpartition("/")
+    cache = posixpath.join(directory, "__pycache__") if directory else "__pycache__"
+    stem = name.removesuffix(".py")
+    try:
+        names = os.listdir(os.path.join(staged, cache))
+    except OSError:
+        return
+    for found in names:
+        relative = f"{cache}/{found}"
+        if (
+            found.startswith(f"{stem}.")
+            and found.endswith(".pyc")
+            and ".opt-" not in found
+            and relative not in recorded
+        ):
+            os.unlink(os.path.join(staged, relative))
+
+
+def _recorded_path(rows: dict[str, list[str]], source: str, relative: str) -> str:
+    """The RECORD path for a new pyc: written as the row of its source is (relative to the same place)."""
+    row = rows.get(source)
+    if row is None:
+        return relative
+    written = row[0].replace("\\", "/")
+    base = written[: len(written) - len(source)] if written.endswith(source) else ""
+    return base + relative
+
+
+def _cores() -> int:
+    """The processors this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _source_of(staged: str, relative: str) -> tuple[str, int] | None:

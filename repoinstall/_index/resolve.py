@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import httpx
     from packaging.tags import Tag
 
+    from .._formats import Formats
     from .._pipconfig import IndexConfig
     from .._requirements import Requested
     from .._store.pin import Pin
@@ -90,7 +91,7 @@ class _Pool(NamedTuple):
     other_pythons: set[Version]
 
 
-def _pool(links: Iterable[Link], project: str, target: Target) -> _Pool:
+def _pool(links: Iterable[Link], project: str, target: Target, formats: Formats) -> _Pool:
     files: dict[Version, list[Link]] = {}
     yanked: set[Version] = set()
     other: set[Version] = set()
@@ -99,6 +100,8 @@ def _pool(links: Iterable[Link], project: str, target: Target) -> _Pool:
         if parsed is None:
             continue
         version, tags = parsed
+        if not formats.allows(project, wheel=tags is not None):
+            continue  # --only-binary, --no-binary: not a file the installer may take
         if link.yanked:
             yanked.add(version)
         elif (tags is not None and tags.isdisjoint(target.tags)) or not admits(link.requires_python, target.python):
@@ -131,7 +134,7 @@ def resolve_plan(
         listing = yield from find_links_listing(location, project, cache, config.retries)
         links += listing.links
     specifier = requested.specifier() & constraint_specifier(config.constraints, project)
-    pool = _pool(links, project, target)
+    pool = _pool(links, project, target, config.formats)
     checked = 0
     for version in choose(pool.files, specifier, pre=config.pre):
         best = pool.files[version][0]

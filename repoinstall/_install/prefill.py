@@ -148,7 +148,6 @@ def _whole(
     others wait for its closures; with the distributions it stored, and every one it stored or hashed whole. ``None``
     where the store cannot take them (an artifact without a hash)."""
     from .._dstore.audit import fit
-    from .._dstore.bytecode import hash_based
     from .._dstore.split import split
     from .._store.dists import scan
     from .._store.identity import canonical_name
@@ -197,7 +196,6 @@ def _whole(
             dist = DistId.of(env, found.name, found.version, artifact.sha256)
             pin = Pin(dist.name, str(dist.version), artifact.url, (f"sha256:{artifact.sha256}",))
             planned.append((dist, pin, found.dist_info))
-        hash_based(combined, options.python)  # see repoinstall._dstore.bytecode
         made = split(combined, os.path.join(scratch, "split"))
         stored = []
         for dist, _, dist_info in planned:

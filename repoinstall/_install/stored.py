@@ -139,7 +139,6 @@ def store_installed(
     stays as installed) when the installer did not say every distribution's artifact hash: it cannot be named in
     the store."""
     from .._dstore.audit import fit
-    from .._dstore.bytecode import hash_based
     from .._store.dists import scan
     from .._store.identity import canonical_name, normal_version
     from .composing import compose_stored
@@ -154,7 +153,6 @@ def store_installed(
             _log.logger().debug("%s: %s %s has no known artifact hash; not stored", tid, found.name, found.version)
             return None
         planned[DistId.of(tid.env, found.name, found.version, artifact.sha256)] = found.dist_info
-    hash_based(target, options.python)  # see repoinstall._dstore.bytecode
     made = split(target, os.path.join(scratch, "split"))
     stored = 0
     for dist, dist_info in planned.items():

@@ -26,7 +26,6 @@ from .. import _log
 from .._dstore import digests
 from .._dstore import store as _store
 from .._dstore.audit import fit
-from .._dstore.bytecode import hash_based
 from .._dstore.compose import freeze, read_only
 from .._dstore.identity import DistId
 from .._dstore.inventory import Stored
@@ -188,8 +187,6 @@ def _install(
     batch = Requested(what, "repoinstall-store", (), Version("1"), source="store", locked=tuple(p for _, p in mine))
     _log.logger().debug("%s: installing %d distribution(s) into the store", what, len(mine))
     built = install(options, combined, batch, "", scratch, what)
-    # Its bytecode made valid wherever its files land (a layer, a mount), the same from any repo: hash-based.
-    hash_based(combined, options.python)
     made = split(combined, os.path.join(scratch, "split"))
     for dist, _ in mine:
         publish(layout, dist, _staged_of(made, dist))

@@ -96,6 +96,7 @@ def _select(
     base = Path(os.path.abspath(source)).parent
     selected: dict[str, int] = {}
     found: list[LockedPackage] = []
+    skipped: list[str] = []  # the markers that left packages out, to say what the lock is for if none is left
     for index, package in enumerate(packages):
         key = f"packages[{index}]"
         if not isinstance(package, dict):
@@ -106,6 +107,7 @@ def _select(
         name = canonical_name(name_text)
         marker = _optional(package, "marker", str, key)
         if marker is not None and not _marker_holds(marker, environment, f"{key}.marker", extras_set, groups_set):
+            skipped.append(marker)
             continue
         where = f"{key} ({name})"
         package_python = _optional(package, "requires-python", str, key)
@@ -115,6 +117,15 @@ def _select(
             raise _Malformed(where, f"selected twice for this environment, also at packages[{selected[name]}]")
         selected[name] = index
         found.append(_artifact(package, name, key, where, _Place(base, roots), environment))
+    if not found and skipped:
+        shown = "; ".join(dict.fromkeys(skipped[:3]))
+        python = env.python_version(environment)
+        raise _Malformed(
+            "packages",
+            f"none is for this environment (Python {python}, {env.describe(environment)}): their markers ask for "
+            f"{shown}; make the lock for this Python and platform (uv pip compile --python-version "
+            f"{python.major}.{python.minor}), or run the Python it was made for",
+        )
     return tuple(sorted(found, key=lambda p: p.name))
 
 
@@ -300,7 +311,11 @@ def _check_python(text: str, environment: Environment, key: str, where: str | No
         raise _Malformed(key, f"{text!r} is not a version specifier: {error}") from None
     python = env.python_version(environment)
     if not wanted.contains(python, prereleases=True):
-        raise _Malformed(where or key, f"requires Python {text}, this is {python}")
+        raise _Malformed(
+            where or key,
+            f"made for Python {text}, this is {python}: make the lock for this Python (uv pip compile "
+            f"--python-version {python.major}.{python.minor}), or run repoinstall with a Python it was made for",
+        )
 
 
 def _optional(table: Mapping[str, Any], name: str, kind: type, parent: str = "") -> Any:

@@ -65,6 +65,10 @@ def read_lock(
     :class:`RequirementsFileError` line (exit 2) naming the file.
 
     A lock naming local artifacts is not remembered: each read checks them again, as they may have changed."""
+    from .._requirements import foreign_lock
+
+    if (made_by := foreign_lock(path)) is not None:
+        raise RequirementsFileError(f"{path}: not a lock this reads; `{made_by}` makes one")
     environment = environment or THIS
     extras_set = frozenset(canonical_name(e) for e in extras)
     groups_set = None if groups is None else frozenset(groups)

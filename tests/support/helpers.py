@@ -221,3 +221,11 @@ def installed_paths(repo: Path, index_url: str, *specs: str) -> list[Path]:
     done = run(*ensure_args(repo, index_url, *specs))
     assert done.returncode == 0, done.stderr
     return [Path(p["path"]) for p in document(done.stdout)["packages"]]
+
+
+def pip_target(target: Path, *wheels: Path, compile: bool = True) -> None:
+    """``pip install --target`` of local wheel files, no index, no dependencies; bytecode compiled or not."""
+    command = [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target", str(target)]
+    command.append("--compile" if compile else "--no-compile")
+    done = subprocess.run([*command, *map(str, wheels)], env=isolated_env(), capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr

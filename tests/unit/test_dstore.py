@@ -9,21 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import isolated_env
+from helpers import pip_target
 from wheels import make_wheel
 
 from repoinstall._dstore.compose import compose, read_only
 from repoinstall._dstore.identity import DistId
 from repoinstall._dstore.split import split
 from repoinstall._errors import InstallError, InvalidRequirement
-
-
-def pip_target(target: Path, *wheels: Path) -> None:
-    command = [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--compile", "--target"]
-    done = subprocess.run(
-        [*command, str(target), *map(str, wheels)], env=isolated_env(), capture_output=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture(scope="module")

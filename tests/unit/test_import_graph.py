@@ -110,7 +110,7 @@ LAYERS = [
     # configuration, text files, stopping installs and the worker threads that stop as one
     {
         *("_version", "_redact", "_errors", "_results", "_options", "_log", "_urls", "_textfile", "_pipconfig"),
-        *("_stop", "_batch"),
+        *("_stop", "_batch", "_formats"),
     },
     {"_store"},  # the repo on disk: layout, fs, identity, manifest, the check, locks
     {"_dstore"},  # the store of distributions, trees composed from it

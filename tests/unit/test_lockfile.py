@@ -181,9 +181,19 @@ def test_an_archive_with_its_hash_is_read_and_a_newer_minor_accepted(tmp_path: P
 def test_the_installed_python_and_environments_are_checked(tmp_path: Path) -> None:
     wheel = _wheels(("p-1-py3-none-any.whl", A))
     path = _write(tmp_path, HEAD + 'requires-python = ">=3.13"\n' + _package("p", "1", wheel))
-    assert _refused(path) == f"{path}: requires-python: requires Python >=3.13, this is 3.12.1"
+    todo = "make the lock for this Python (uv pip compile --python-version 3.12), or run repoinstall with a Python"
+    assert _refused(path) == f"{path}: requires-python: made for Python >=3.13, this is 3.12.1: {todo} it was made for"
     path = _write(tmp_path, HEAD + _package("p", "1", 'requires-python = "<3.12"', wheel))
-    assert _refused(path) == f"{path}: packages[0] (p): requires Python <3.12, this is 3.12.1"
+    assert _refused(path) == f"{path}: packages[0] (p): made for Python <3.12, this is 3.12.1: {todo} it was made for"
+    # Every package left out by its marker: the lock is for another Python, and the message says which.
+    markers = _package("p", "1", "marker = \"python_version >= '3.13'\"", wheel)
+    markers += _package("q", "1", "marker = \"python_version >= '3.13'\"", _wheels(("q-1-py3-none-any.whl", A)))
+    path = _write(tmp_path, HEAD + markers)
+    assert _refused(path) == (
+        f"{path}: packages: none is for this environment (Python 3.12.1, cp312-cp312-manylinux_2_17_x86_64): their "
+        "markers ask for python_version >= '3.13'; make the lock for this Python and platform (uv pip compile "
+        "--python-version 3.12), or run the Python it was made for"
+    )
     path = _write(tmp_path, HEAD + "environments = [\"sys_platform == 'darwin'\"]\n" + _package("p", "1", wheel))
     assert _refused(path) == (
         f"{path}: environments: this environment (cp312-cp312-manylinux_2_17_x86_64) is none of the lock's "

@@ -59,7 +59,7 @@ def test_file_features(tmp_path: Path) -> None:
     ("text", "words"),
     [
         ("--index-url http://127.0.0.1/\n", "option line '--index-url'"),
-        ("-e .\n", "option line '-e'"),
+        ("-e .\n", "editable installs (-e) are not supported"),
         ("a==1 --no-binary :all:\n", "option '--no-binary'"),
         ("a==1 --hash=nothex\n", "not algorithm:hexdigest"),
         ("-r\n", "takes exactly one file name"),

@@ -99,6 +99,9 @@ def options_args(options: InstallOptions) -> list[str]:
         args += ["--constraint", os.path.abspath(path)]
     if options.cache_dir:
         args += ["--cache-dir", os.path.join(os.path.abspath(options.cache_dir), "pip")]
+    for flag, values in (("--no-binary", options.no_binary), ("--only-binary", options.only_binary)):
+        for value in values:
+            args += [flag, value]
     return args
 
 
@@ -125,9 +128,9 @@ class _Pip:
             "--no-input",
             "--disable-pip-version-check",
             "--no-warn-script-location",
-            # Bytecode now, by the interpreter the tree is for (and recorded in RECORD): pods import from a shared,
-            # maybe read-only volume and must never need to write __pycache__ there. Beats pip.conf's no-compile.
-            "--compile",
+            # No bytecode from pip (one core, timestamp pycs): repoinstall compiles it once, on every core, after
+            # this run (repoinstall._dstore.bytecode). Beats pip.conf's compile setting.
+            "--no-compile",
             *options_args(options),
         ]
         if _reports(options.python):

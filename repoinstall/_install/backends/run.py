@@ -2,8 +2,9 @@
 
 Both backends install the same thing the same way: ``<name>==<version>`` and its dependencies into an empty
 ``--target`` dir for the target interpreter, from the indexes, find-links and constraints pip's configuration
-and the options name, with hashes required when the spec has them, bytecode compiled, and a tree whose every
-file is listed in some RECORD. What they differ in stays inside their module.
+and the options name, with hashes required when the spec has them, and a tree whose every file is listed in some
+RECORD; its bytecode is compiled here after the installer's run (:mod:`repoinstall._dstore.bytecode`). What they
+differ in stays inside their module.
 """
 
 from __future__ import annotations
@@ -114,6 +115,10 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
         sources=sources,
     )
     chosen.settle(target)
+    # Bytecode, once, on every core: valid wherever its files land (a layer, a mount), the same from any repo.
+    from ..._dstore.bytecode import hash_based
+
+    hash_based(target, options.python)
     artifacts = chosen.closure(target, requested, scratch)
     if requested.locked:
         # What a pinned install was told to take, for what the installer did not report itself.

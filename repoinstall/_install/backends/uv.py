@@ -13,7 +13,8 @@ indexes or destinations:
 * hashes go in the same requirements file with ``--require-hashes``;
 * files are copied from uv's cache (``--link-mode copy``): a tree never shares an inode with a cache that may
   be pruned or live on another filesystem;
-* bytecode is compiled (``--compile-bytecode``) and, as pip does, listed in RECORD by :meth:`_Uv.settle`.
+* no bytecode (repoinstall compiles it after the run, see :mod:`repoinstall._dstore.bytecode`); a pyc uv wrote
+  anyway is listed in RECORD by :meth:`_Uv.settle`, as pip lists its own.
 
 uv has no installation report, so the closure is locked first: ``uv pip compile --format pylock.toml`` (same
 options) names every file with its sha256 (from the index, or hashed by uv), and the install is then of exactly
@@ -162,6 +163,10 @@ class _Uv:
         for flag in ("only-binary", "no-binary"):
             for value in _values(pip.get(flag)):
                 args += [f"--{flag}", value]
+        # The command line's, after pip's configuration's, as pip takes them (see InstallOptions).
+        for flag, values in (("--no-binary", options.no_binary), ("--only-binary", options.only_binary)):
+            for value in values:
+                args += [flag, value]
         if options.cache_dir:
             args += ["--cache-dir", os.path.join(os.path.abspath(options.cache_dir), "uv")]
         elif os.environ.get("UV_NO_CACHE", "").strip().lower() in _TRUE:
@@ -195,7 +200,6 @@ class _Uv:
             target,
             # The lock obeyed the constraints; its exact pins need none (and --require-hashes refuses loose ones).
             *self._common(options, scratch, constraints=lines is None and not requested.locked),
-            "--compile-bytecode",
             "--link-mode",
             "copy",
         ]

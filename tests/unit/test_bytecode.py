@@ -1,0 +1,84 @@
+"""Bytecode compiled once, after the installer, on several processes: every recorded source gets its unchecked
+hash-based pyc, listed with its hash in its distribution's RECORD, the same bytes however the work is shared out."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import pip_target
+from wheels import make_wheel
+
+from repoinstall._dstore.bytecode import hash_based
+from repoinstall._store.dists import check_tree, scan
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    directory = tmp_path_factory.mktemp("bytecode-wheels")
+    return [make_wheel(directory, "alpha", "1.0", modules=30), make_wheel(directory, "beta", "2.0", modules=30)]
+
+
+def pycs(tree: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(tree)): p.read_bytes() for p in tree.rglob("*.pyc")}
+
+
+def test_every_source_is_compiled_and_recorded_the_same_on_any_number_of_processes(
+    tmp_path: Path, wheels: list[Path]
+) -> None:
+    one, many = tmp_path / "one", tmp_path / "many"
+    pip_target(one, *wheels, compile=False)
+    pip_target(many, *wheels, compile=False)
+    assert not pycs(one)  # the installer compiled nothing
+    sources = sorted(str(p.relative_to(one)) for p in one.rglob("*.py"))
+    assert hash_based(str(one), sys.executable, processes=1) == len(sources)
+    assert hash_based(str(many), sys.executable, processes=3) == len(sources)
+    compiled = pycs(one)
+    assert compiled == pycs(many) and len(compiled) == len(sources)  # byte for byte, whoever compiled which
+    for source in sources:
+        pyc = Path(importlib.util.cache_from_source(source))
+        data = compiled[str(pyc)]
+        assert data[4:8] == b"\x01\x00\x00\x00"  # PEP 552: hash-based, unchecked
+        assert data[8:16] == importlib.util.source_hash((one / source).read_bytes())
+    dists = scan(str(one))
+    assert not check_tree(str(one), dists)  # every pyc is in a RECORD, with its hash
+    rows = [row for d in dists for row in csv.reader((one / d.dist_info / "RECORD").open())]
+    assert all(row[1].startswith("sha256=") for row in rows if row[0].endswith(".pyc"))
+
+
+def test_compiling_twice_changes_nothing(tmp_path: Path, wheels: list[Path]) -> None:
+    tree = tmp_path / "tree"
+    pip_target(tree, *wheels, compile=False)
+    hash_based(str(tree), sys.executable)
+    records = {p: p.read_bytes() for p in tree.glob("*.dist-info/RECORD")}
+    before = {p: p.stat().st_mtime_ns for p in tree.rglob("*.pyc")}
+    assert hash_based(str(tree), sys.executable) == len(before)
+    assert {p: p.stat().st_mtime_ns for p in tree.rglob("*.pyc")} == before  # found so: none written again
+    assert {p: p.read_bytes() for p in tree.glob("*.dist-info/RECORD")} == records
+
+
+def test_a_source_that_does_not_compile_gets_no_pyc_and_the_rest_do(tmp_path: Path, wheels: list[Path]) -> None:
+    tree = tmp_path / "tree"
+    pip_target(tree, *wheels, compile=False)
+    broken = next(tree.glob("alpha/*.py"))
+    broken.write_text("def (:\n")  # as a wheel may ship (a Python 2 test file): pip skips it too
+    sources = list(tree.rglob("*.py"))
+    assert hash_based(str(tree), sys.executable, processes=2) == len(sources) - 1
+    assert not Path(tree, importlib.util.cache_from_source(str(broken.relative_to(tree)))).exists()
+
+
+def test_an_interpreter_that_fails_leaves_no_unrecorded_pyc(tmp_path: Path, wheels: list[Path]) -> None:
+    tree = tmp_path / "tree"
+    pip_target(tree, *wheels, compile=False)
+    # An "interpreter" that writes one pyc and dies, as one killed mid-work would.
+    fake = tmp_path / "python"
+    victim = next(tree.glob("alpha/*.py"))
+    pyc = Path(importlib.util.cache_from_source(str(victim)))
+    fake.write_text(f"#!/bin/sh\nmkdir -p {pyc.parent}\necho junk > {pyc}\nkill -9 $$\n")
+    fake.chmod(0o755)
+    assert hash_based(str(tree), str(fake)) == 0
+    assert not pycs(tree)
+    assert not check_tree(str(tree), scan(str(tree)))
