@@ -25,9 +25,9 @@ rm -f "$RC" "$DISK"
 truncate -s 1G "$DISK" && mkfs.ext4 -q -F "$DISK" || exit 98
 timeout -s KILL "${QEMU_TIMEOUT:-3600}" qemu-system-x86_64 -accel tcg,thread=multi -smp "${QEMU_SMP:-2}" \
   -m "${QEMU_MEM:-2048}" -nographic -no-reboot -net none -kernel "$Q/vmlinuz" -initrd "$Q/initrd.gz" \
-  -append "console=ttyS0 panic=-1 quiet mitigations=off QEMU_DIR=$Q QEMU_INIT=$HERE/init.sh QEMUJOB=$JOB QEMURC=$RC \
+  -append "console=ttyS0 panic=-1 quiet mitigations=off tsc=reliable QEMU_DIR=$Q QEMU_INIT=$HERE/init.sh QEMUJOB=$JOB QEMURC=$RC \
 NFSVERS_A=${NFSVERS_A:-4.2} NFSVERS_B=${NFSVERS_B:-3} ${NFSOPTS:+NFSOPTS=$NFSOPTS}" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,multidevs=remap \
-  -drive file="$DISK",if=virtio,format=raw </dev/null
+  -drive file="$DISK",if=virtio,format=raw,cache=unsafe </dev/null
 cat "$RC" 2>/dev/null || echo 99 >"$RC"
 exit "$(cat "$RC")"

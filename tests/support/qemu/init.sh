@@ -17,19 +17,26 @@ mkdir -p /var/lib/nfs; mount -t tmpfs varlibnfs /var/lib/nfs
 mkdir -p /var/lib/nfs/sm /var/lib/nfs/sm.bak /var/lib/nfs/rpc_pipefs /var/lib/nfs/nfsdcld /run/rpcbind
 "$BB" ip link set lo up
 "$BB" hostname qemunfs
-for m in virtio_blk ext4 nfsd nfsv3 nfsv4; do modprobe -d "$Q/modroot" $m || log "modprobe $m failed"; done
+modprobe -d "$Q/modroot" -a virtio_blk ext4 nfsd nfsv3 nfsv4 || log "modprobe failed"
+log "modules loaded"
 mount -t nfsd nfsd /proc/fs/nfsd
 mount -t rpc_pipefs sunrpc /var/lib/nfs/rpc_pipefs
 mount -t ext4 /dev/vda "$Q/mnt/export" || log "mounting the export's disk failed"
 rm -rf "$Q/mnt/export/lost+found"; chmod 1777 "$Q/mnt/export"
+log "export's disk mounted"
 rpcbind -w 2>/dev/null || rpcbind
 rpc.statd --no-notify 2>&1
 "$NKS/usr/sbin/exportfs" -o rw,no_root_squash,sync,no_subtree_check,fsid=0 "127.0.0.1:$Q/mnt/export"
 "$NKS/usr/sbin/rpc.mountd" --manage-gids 2>&1
-# nfsdcld with an empty recovery store: "no clients to reclaim", so no NFSv4 grace period to wait out.
+# nfsdcld with an empty recovery store: "no clients to reclaim", so no NFSv4 grace period, if it watches for
+# nfsd's pipe (inotify) before nfsd starts. Whatever happens, the job never starts inside a grace period, where
+# every OPEN waits.
 "$NKS/usr/sbin/nfsdcld" -F -p /var/lib/nfs/rpc_pipefs -s /var/lib/nfs/nfsdcld &
-sleep 0.5
+cld=$!
+for _ in $(seq 100); do ls -l /proc/$cld/fd 2>/dev/null | grep -q inotify && break; sleep 0.1; done
+log "nfsdcld ready"
 "$NKS/usr/sbin/rpc.nfsd" -G 10 -L 10 8 2>&1 || log "rpc.nfsd failed"
+for _ in $(seq 150); do [ "$(cat /proc/fs/nfsd/v4_end_grace)" = Y ] && break; sleep 0.1; done
 mount_client() {  # mount_client DIR VERSION
   if [ "$2" = 3 ]; then src="127.0.0.1:$Q/mnt/export"; else src="127.0.0.1:/"; fi
   mount -t nfs -o "vers=$2,nosharecache${NFSOPTS:+,$NFSOPTS}" "$src" "$1" || log "mounting $1 (NFS $2) failed"
