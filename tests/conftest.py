@@ -21,7 +21,7 @@ from wheels import make_broken_wheel, make_wheel
 
 from repoinstall._options import INSTALLERS
 
-#: tests/nfs runs inside the User-Mode-Linux guest, started by tests/test_nfs.py, never directly on the host.
+#: tests/nfs runs inside the qemu guest, started by tests/test_nfs.py, never directly on the host.
 collect_ignore = [] if os.environ.get("REPOINSTALL_NFS") else ["nfs"]
 
 
