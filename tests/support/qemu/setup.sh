@@ -4,12 +4,10 @@
 # only: qemu-system-x86, rpcbind, nfs-common, kmod and e2fsprogs are installed; Debian's generic kernel
 # (linux-image-*-amd64: nfs, nfsd, 9p, virtio and ext4 as modules), busybox-static and nfs-kernel-server are
 # downloaded and unpacked into DIR, not installed (nothing on the host starts an NFS server).
-# Idempotent: a prepared DIR (DIR/ready) is left alone; an interrupted run is picked up where it stopped.
+# Idempotent: DIR/ready names the version of this script that prepared DIR, which is then left alone (what is
+# missing on the host is still installed); an interrupted or older preparation is picked up where it stopped.
 set -eu
 D=${1:?usage: setup.sh DIR}
-[ -f "$D/ready" ] && exit 0
-mkdir -p "$D/debs" "$D/mnt/a" "$D/mnt/b" "$D/mnt/c" "$D/mnt/export" "$D/modroot/lib/modules" "$D/run"
-D=$(cd "$D" && pwd)
 export DEBIAN_FRONTEND=noninteractive
 if ! command -v qemu-system-x86_64 >/dev/null 2>&1 || ! command -v rpcbind >/dev/null 2>&1 \
    || ! command -v mount.nfs >/dev/null 2>&1 || ! command -v mkfs.ext4 >/dev/null 2>&1 \
@@ -17,6 +15,11 @@ if ! command -v qemu-system-x86_64 >/dev/null 2>&1 || ! command -v rpcbind >/dev
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends qemu-system-x86 rpcbind nfs-common kmod e2fsprogs >/dev/null
 fi
+STAMP=$(cksum <"$0")
+[ "$(cat "$D/ready" 2>/dev/null)" = "$STAMP" ] && exit 0
+rm -f "$D/ready"
+mkdir -p "$D/debs" "$D/mnt/a" "$D/mnt/b" "$D/mnt/c" "$D/mnt/export" "$D/modroot/lib/modules" "$D/run"
+D=$(cd "$D" && pwd)
 cd "$D/debs"
 chmod 0777 .  # apt-get download runs as _apt where it can
 unpack() {  # unpack PACKAGE DIR: download the package and unpack it into DIR (whole, or not at all)
@@ -63,5 +66,5 @@ chmod +x "$R/init"
 (cd "$R" && find . | "$D/debs/bb/bin/busybox" cpio -o -H newc 2>/dev/null | gzip >"$D/initrd.gz.part")
 mv "$D/initrd.gz.part" "$D/initrd.gz"
 rm -rf "$R"
-touch "$D/ready"
+echo "$STAMP" >"$D/ready"
 echo "ready: $D (kernel $KVER)"
