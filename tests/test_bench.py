@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
+#: Read at import: the tests' autouse fixture clears REPOINSTALL_* from the environment of each test.
+REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"  # CI: a skip here would hide a missing install step
 
 
 def bench(script: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -72,14 +75,13 @@ def test_gc_race_benchmark_runs_and_gc_takes_only_dead_staging_dirs() -> None:
 
 
 def test_nfs_benchmark_counts_operations_on_kernel_nfs() -> None:
-    import os
     import shutil
 
     import pytest
 
     guest = Path(os.environ.get("QEMU_DIR", "/var/tmp/repoinstall-qemu"))
     if os.geteuid() != 0 or not (guest / "ready").exists() or not shutil.which("qemu-system-x86_64"):
-        if os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1":
+        if REQUIRED:
             pytest.fail(f"the NFS benchmark is required here but {guest} is not prepared (or qemu is missing)")
         pytest.skip(f"needs root, qemu-system-x86_64 and a prepared {guest} (tests/support/qemu/setup.sh)")
     done = bench("nfsops.py", timeout=1800)  # it boots the guest; it exits non-zero if a waiter failed
