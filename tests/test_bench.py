@@ -75,15 +75,14 @@ def test_gc_race_benchmark_runs_and_gc_takes_only_dead_staging_dirs() -> None:
 
 
 def test_nfs_benchmark_counts_operations_on_kernel_nfs() -> None:
-    import shutil
-
     import pytest
+    from vm import unavailable
 
-    guest = Path(os.environ.get("QEMU_DIR", "/var/tmp/repoinstall-qemu"))
-    if os.geteuid() != 0 or not (guest / "ready").exists() or not shutil.which("qemu-system-x86_64"):
+    reason = unavailable()
+    if reason is not None:
         if REQUIRED:
-            pytest.fail(f"the NFS benchmark is required here but {guest} is not prepared (or qemu is missing)")
-        pytest.skip(f"needs root, qemu-system-x86_64 and a prepared {guest} (tests/support/qemu/setup.sh)")
+            pytest.fail(f"the NFS benchmark is required here but cannot run: {reason}")
+        pytest.skip(reason)
     done = bench("nfsops.py", timeout=1800)  # it boots the guest; it exits non-zero if a waiter failed
     assert "NFS ops per waiting pod per second:" in done.stdout, done.stdout
     assert "publish to waiter done (s):" in done.stdout and "warm ensure of 4 packages again:" in done.stdout

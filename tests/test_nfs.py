@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from vm import QEMU_DIR, unavailable
 
 ROOT = Path(__file__).parent.parent
 GUEST = ROOT / "tests" / "support" / "qemu.sh"
-QEMU_DIR = Path(os.environ.get("QEMU_DIR", "/var/tmp/repoinstall-qemu"))
 REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"  # CI: a skip here would hide a missing install step
 #: The whole guest run, boot to power-off; the guest is killed after it.
 TIMEOUT = 1800
@@ -29,8 +28,8 @@ def _guest(tmp_path: Path, command: str, **env: str) -> tuple[int, str, float, f
     """Run ``command`` (shell) in the guest from the project root, as root with a plain environment; its exit
     status, its output, the wall time of the whole guest run (power-on to power-off) and the seconds from
     power-on to the job's start (None if it never started)."""
-    if os.geteuid() != 0 or not (QEMU_DIR / "ready").exists() or not shutil.which("qemu-system-x86_64"):
-        reason = f"needs root, qemu-system-x86_64 and a prepared {QEMU_DIR} (tests/support/qemu/setup.sh {QEMU_DIR})"
+    reason = unavailable()
+    if reason is not None:
         if REQUIRED:
             pytest.fail(f"the kernel NFS tests are required here but cannot run: {reason}")
         pytest.skip(reason)

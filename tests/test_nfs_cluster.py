@@ -1,0 +1,140 @@
+"""Two machines on kernel NFS, and the faults a network filesystem brings: two qemu guests (tests/support/vm.py),
+each with its own kernel and caches and two vCPUs, race for one tree as two nodes of a cluster do; node 1's knfsd
+serves the export, node 2 mounts it over the cluster's network. The index server runs here on the host.
+
+Each fault is proven the same way: no tree half-visible (``verify --all`` clean from both nodes, one tree
+directory), no record lost (the tree is listed), the survivors finish, and the tree, installed exactly once in the
+end, imports on every node still up. Needs root, qemu and a prepared QEMU_DIR (tests/support/qemu/setup.sh, which
+.ci/run runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import wait_until
+from indexserver import IndexServer
+from vm import HOST, QEMU_DIR, Cluster, Node, unavailable
+from wheels import make_wheel
+
+REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"  # CI: a skip here would hide a missing install step
+#: The export's NFSv4 lease (qemu/init.sh: ``rpc.nfsd -L 10``): a node cut off for longer has lost it.
+LEASE = 10.0
+#: Lock timings for emulated CPUs: the production ratio (120 s / 20 s), scaled down so that expiry takes seconds.
+LOCK = "--stale-after 6 --heartbeat 1"
+VENV_BIN = Path(sys.executable).parent
+#: A plain environment for the pods in the guests: pip and uv isolated as tests/support/helpers.py does, uv as the
+#: installer (pip's own start-up costs half a minute on an emulated CPU), read timeouts that outlast a held download.
+POD_ENV = (
+    f"env -i PATH={VENV_BIN}:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 PYTHONUNBUFFERED=1 "
+    "PIP_CONFIG_FILE=/dev/null PIP_NO_CACHE_DIR=1 UV_NO_CACHE=1 NETRC=/dev/null REPOINSTALL_INSTALLER=uv "
+    "UV_HTTP_TIMEOUT=600 PIP_TIMEOUT=600"
+)
+PACKAGE = "slow-pkg==1.0"
+
+
+@pytest.fixture(scope="module")
+def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    reason = unavailable()
+    if reason is not None:
+        if REQUIRED:
+            pytest.fail(f"the kernel NFS cluster tests are required here but cannot run: {reason}")
+        pytest.skip(reason)
+    started = time.monotonic()
+    with Cluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        boots = ", ".join(
+            f"{node.name} {node.boot_seconds:.0f} s (its own clock: {node.guest_uptime:.0f} s)"
+            for node in cluster.nodes
+        )
+        print(f"\nNFS cluster: power-on to job start: {boots}")
+        yield cluster
+    print(f"\nNFS cluster: up for {time.monotonic() - started:.0f} s")
+
+
+@pytest.fixture
+def cluster(booted: Cluster) -> Cluster:
+    """Two nodes, both up: one a test powered off is powered on again (one boot of the pair for all the tests)."""
+    booted.revive()
+    return booted
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[IndexServer]:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, "slow-pkg", "1.0")
+    server = IndexServer(wheels).start()
+    yield server
+    server.stop()
+
+
+class Scene:
+    """One test's repo on the export, the same path on both nodes, and the pods the test starts there."""
+
+    def __init__(self, cluster: Cluster, index: IndexServer, name: str, out: Path) -> None:
+        self.cluster, self.index, self.out = cluster, index, out
+        self.repo = QEMU_DIR / "mnt" / "a" / name / "repo"
+        self.url = index.url.replace("127.0.0.1", HOST)
+
+    def ensure(self, node: Node, pod: str) -> str:
+        """Start ``ensure slow-pkg==1.0`` on ``node``; its JSON document goes to ``out/pod.json``."""
+        return node.spawn(
+            f"{POD_ENV} '{sys.executable}' -m repoinstall ensure {PACKAGE} --repo '{self.repo}' --no-index "
+            f"--find-links '{self.url}' --json -v {LOCK} > '{self.out / pod}.json'"
+        )
+
+    def outcome(self, node: Node, job: str, pod: str, timeout: float = 600) -> tuple[int, str | None, str]:
+        """The pod's exit status, its action (``None`` without a document) and its log."""
+        code, log = node.wait(job, timeout)
+        try:
+            document = json.loads((self.out / f"{pod}.json").read_text())
+        except ValueError:
+            return code, None, log
+        return code, document["packages"][0]["action"], log
+
+    def assert_installed_once(self, *nodes: Node) -> None:
+        """One whole tree, recorded, verified and importable from each of ``nodes``; nothing half-visible."""
+        python = f"{POD_ENV} '{sys.executable}'"
+        jobs = {}
+        for node in nodes:  # each node looks for itself, both at once
+            out = self.out / node.name
+            jobs[node] = node.spawn(
+                f"{python} -m repoinstall verify --all --repo '{self.repo}' --json > '{out}-verify.json' "
+                f"&& {python} -m repoinstall list --repo '{self.repo}' --json > '{out}-list.json' "
+                f"&& ls '{self.repo}'/trees/*/slow-pkg > '{out}-trees.txt' "
+                f"&& {POD_ENV} PYTHONPATH=$(echo '{self.repo}'/trees/*/slow-pkg/1) '{sys.executable}' "
+                "-c 'import slow_pkg; print(\"imports\", slow_pkg.VERSION)'"
+            )
+        for node, job in jobs.items():
+            out = self.out / node.name
+            code, log = node.wait(job)
+            assert code == 0, f"{node.name}: {log[-3000:]}"
+            verified = json.loads(Path(f"{out}-verify.json").read_text())
+            assert [tree["status"] for tree in verified["trees"]] == ["ok"], f"{node.name}: {verified}"
+            listed = json.loads(Path(f"{out}-list.json").read_text())
+            assert [tree["name"] for tree in listed["trees"]] == ["slow-pkg"], f"{node.name}: {listed}"
+            assert Path(f"{out}-trees.txt").read_text().split() == ["1"], node.name
+            assert "imports 1.0" in log, log[-3000:]
+
+
+def test_two_nodes_race_for_one_tree_and_install_it_once(cluster: Cluster, index: IndexServer, tmp_path: Path) -> None:
+    scene = Scene(cluster, index, "race", tmp_path)
+    held = index.holds["slow_pkg"] = threading.Event()  # the winner's download, until the other node waits
+    one = scene.ensure(cluster.server, "one")
+    two = scene.ensure(cluster.client, "two")
+    index.wait_for_download("slow_pkg", timeout=600)
+    wait_until(lambda: "waiting for" in cluster.server.output(one) + cluster.client.output(two), timeout=600)
+    held.set()
+    results = [scene.outcome(cluster.server, one, "one"), scene.outcome(cluster.client, two, "two")]
+    assert [code for code, _, _ in results] == [0, 0], [log[-2000:] for _, _, log in results]
+    assert sorted(str(action) for _, action, _ in results) == ["installed", "waited"]
+    assert index.downloads("slow_pkg") == 1
+    scene.assert_installed_once(*cluster.nodes)
+
