@@ -138,3 +138,67 @@ def test_two_nodes_race_for_one_tree_and_install_it_once(cluster: Cluster, index
     assert index.downloads("slow_pkg") == 1
     scene.assert_installed_once(*cluster.nodes)
 
+
+def test_a_holder_cut_off_longer_than_the_lease_is_taken_over(
+    cluster: Cluster, index: IndexServer, tmp_path: Path
+) -> None:
+    scene = Scene(cluster, index, "cut", tmp_path)
+    held = index.holds["slow_pkg"] = threading.Event()  # node 2's download, until its cable is pulled
+    holder = scene.ensure(cluster.client, "holder")
+    index.wait_for_download("slow_pkg", timeout=600)  # node 2 holds the tree's lock, its install under way
+    cluster.client.set_link(False)
+    cut = time.monotonic()
+    held.set()  # its download ends over the host's network; what it writes to the export waits for the cable
+    survivor = scene.ensure(cluster.server, "survivor")
+    code, action, log = scene.outcome(cluster.server, survivor, "survivor")
+    assert (code, action) == (0, "installed"), log[-3000:]  # it took the silent holder's lock over
+    time.sleep(max(0.0, LEASE + 5 - (time.monotonic() - cut)))  # off for longer than the lease, in any case
+    cut_for = time.monotonic() - cut
+    cluster.client.set_link(True)
+    code, action, log = scene.outcome(cluster.client, holder, "holder")
+    print(
+        f"\nNFS cluster, node 2 cut off for {cut_for:.0f} s (lease {LEASE:g} s), holding the lock: exit {code}, ",
+        end="",
+    )
+    print(action)
+    assert code == 0 and action in ("waited", "present"), log[-3000:]  # it found the survivor's tree, never its own
+    assert "lost the lock" in log, log[-3000:]
+    scene.assert_installed_once(*cluster.nodes)
+
+
+def test_the_server_restarted_mid_install(cluster: Cluster, index: IndexServer, tmp_path: Path) -> None:
+    scene = Scene(cluster, index, "restart", tmp_path)
+    held = index.holds["slow_pkg"] = threading.Event()  # node 2's download, until the server restarted
+    holder = scene.ensure(cluster.client, "holder")
+    index.wait_for_download("slow_pkg", timeout=600)
+    waiter = scene.ensure(cluster.server, "waiter")
+    wait_until(lambda: "waiting for" in cluster.server.output(waiter), timeout=600, what="node 1 to wait")
+    nfsd = QEMU_DIR / "debs" / "nfsks" / "usr" / "sbin" / "rpc.nfsd"
+    # knfsd stops (every client's state on the server is gone) and starts again in its grace period, where only
+    # the clients' reclaims are served.
+    code, log = cluster.server.run(f"'{nfsd}' 0 && '{nfsd}' -G 10 -L 10 8 && cat /proc/fs/nfsd/v4_end_grace")
+    assert code == 0 and log.split()[-1:] == ["N"], log  # N: in its grace period
+    held.set()
+    results = [scene.outcome(cluster.client, holder, "holder"), scene.outcome(cluster.server, waiter, "waiter")]
+    print(
+        f"\nNFS cluster, knfsd restarted mid-install: holder {results[0][:2]}, waiter {results[1][:2]}, "
+        f"downloads {index.downloads('slow_pkg')}"
+    )
+    assert [code for code, _, _ in results] == [0, 0], [log[-3000:] for _, _, log in results]
+    assert [action for _, action, _ in results] == ["installed", "waited"], [log[-3000:] for _, _, log in results]
+    assert index.downloads("slow_pkg") == 1
+    scene.assert_installed_once(*cluster.nodes)
+
+
+def test_a_node_powered_off_mid_install_is_taken_over(cluster: Cluster, index: IndexServer, tmp_path: Path) -> None:
+    scene = Scene(cluster, index, "poweroff", tmp_path)
+    held = index.holds["slow_pkg"] = threading.Event()  # node 2's download, until it is gone
+    scene.ensure(cluster.client, "holder")
+    index.wait_for_download("slow_pkg", timeout=600)  # node 2 holds the tree's lock, its staging dir made
+    cluster.client.power_off()
+    held.set()
+    survivor = scene.ensure(cluster.server, "survivor")
+    code, action, log = scene.outcome(cluster.server, survivor, "survivor")
+    assert (code, action) == (0, "installed"), log[-3000:]  # it took the dead node's lock over
+    assert index.downloads("slow_pkg") == 2
+    scene.assert_installed_once(cluster.server)
