@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from vm import QEMU_DIR, unavailable
+from vm import QEMU_DIR, note, unavailable
 
 ROOT = Path(__file__).parent.parent
 GUEST = ROOT / "tests" / "support" / "qemu.sh"
@@ -80,9 +80,12 @@ def test_the_protocol_on_kernel_nfs(tmp_path: Path) -> None:
     )
     summary = re.findall(r"^=*\s*(\d+ (?:passed|failed).*?)\s*=*$", output, re.M)
     boot = f"{booted:.0f} s" if booted is not None else "never"
-    print(f"\nkernel NFS guest: job started {boot} after power-on; exit {code} in {seconds:.0f} s: ", end="")
-    print(summary[-1] if summary else "?")
-    print(report.read_text(), end="")
+    note(
+        f"kernel NFS guest: job started {boot} after power-on; exit {code} in {seconds:.0f} s: "
+        + (summary[-1] if summary else "?")
+    )
+    for line in report.read_text().splitlines():
+        note(line)
     assert booted is not None, output[-6000:]
     assert code == 0, output[-6000:]
     assert summary and "failed" not in summary[-1] and "error" not in summary[-1], output[-6000:]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from helpers import wait_until
 from indexserver import IndexServer
-from vm import HOST, QEMU_DIR, Cluster, Node, unavailable
+from vm import HOST, QEMU_DIR, Cluster, Node, note, unavailable
 from wheels import make_wheel
 
 REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"  # CI: a skip here would hide a missing install step
@@ -53,9 +53,9 @@ def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             f"{node.name} {node.boot_seconds:.0f} s (its own clock: {node.guest_uptime:.0f} s)"
             for node in cluster.nodes
         )
-        print(f"\nNFS cluster: power-on to job start: {boots}")
+        note(f"NFS cluster: power-on to job start: {boots}")
         yield cluster
-    print(f"\nNFS cluster: up for {time.monotonic() - started:.0f} s")
+    note(f"NFS cluster: up for {time.monotonic() - started:.0f} s (boot, every test, power-off)")
 
 
 @pytest.fixture
@@ -134,6 +134,10 @@ def test_two_nodes_race_for_one_tree_and_install_it_once(cluster: Cluster, index
     held.set()
     results = [scene.outcome(cluster.server, one, "one"), scene.outcome(cluster.client, two, "two")]
     assert [code for code, _, _ in results] == [0, 0], [log[-2000:] for _, _, log in results]
+    note(
+        f"NFS cluster, two nodes racing: {[action for _, action, _ in results]}; "
+        f"downloads {index.downloads('slow_pkg')}"
+    )
     assert sorted(str(action) for _, action, _ in results) == ["installed", "waited"]
     assert index.downloads("slow_pkg") == 1
     scene.assert_installed_once(*cluster.nodes)
@@ -156,11 +160,7 @@ def test_a_holder_cut_off_longer_than_the_lease_is_taken_over(
     cut_for = time.monotonic() - cut
     cluster.client.set_link(True)
     code, action, log = scene.outcome(cluster.client, holder, "holder")
-    print(
-        f"\nNFS cluster, node 2 cut off for {cut_for:.0f} s (lease {LEASE:g} s), holding the lock: exit {code}, ",
-        end="",
-    )
-    print(action)
+    note(f"NFS cluster, node 2 cut off for {cut_for:.0f} s (lease {LEASE:g} s) holding the lock: exit {code}, {action}")
     assert code == 0 and action in ("waited", "present"), log[-3000:]  # it found the survivor's tree, never its own
     assert "lost the lock" in log, log[-3000:]
     scene.assert_installed_once(*cluster.nodes)
@@ -180,8 +180,8 @@ def test_the_server_restarted_mid_install(cluster: Cluster, index: IndexServer, 
     assert code == 0 and log.split()[-1:] == ["N"], log  # N: in its grace period
     held.set()
     results = [scene.outcome(cluster.client, holder, "holder"), scene.outcome(cluster.server, waiter, "waiter")]
-    print(
-        f"\nNFS cluster, knfsd restarted mid-install: holder {results[0][:2]}, waiter {results[1][:2]}, "
+    note(
+        f"NFS cluster, knfsd restarted mid-install: holder {results[0][:2]}, waiter {results[1][:2]}, "
         f"downloads {index.downloads('slow_pkg')}"
     )
     assert [code for code, _, _ in results] == [0, 0], [log[-3000:] for _, _, log in results]
@@ -199,6 +199,10 @@ def test_a_node_powered_off_mid_install_is_taken_over(cluster: Cluster, index: I
     held.set()
     survivor = scene.ensure(cluster.server, "survivor")
     code, action, log = scene.outcome(cluster.server, survivor, "survivor")
+    note(
+        f"NFS cluster, node 2 powered off mid-install: node 1 exit {code}, {action}; "
+        f"downloads {index.downloads('slow_pkg')}"
+    )
     assert (code, action) == (0, "installed"), log[-3000:]  # it took the dead node's lock over
     assert index.downloads("slow_pkg") == 2
     scene.assert_installed_once(cluster.server)

@@ -38,6 +38,17 @@ SERVER_IP = "10.0.9.1"
 LIFETIME = 1800
 
 
+#: What the guests measured (boot times, wall times, what each fault left): the suite's closing summary prints
+#: these (tests/conftest.py), so that a CI log shows them for passing tests too.
+REPORTS: list[str] = []
+
+
+def note(line: str) -> None:
+    """Keep ``line`` for the closing summary (and print it, for ``-s``)."""
+    REPORTS.append(line)
+    print(line)
+
+
 def unavailable() -> str | None:
     """Why no guest can run here (``None``: one can)."""
     if os.geteuid() != 0:
