@@ -7,6 +7,7 @@ through the answers cached on the volume, as pip would ask it.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
@@ -67,6 +68,37 @@ class Chooser:
     def close(self) -> None:
         if self._resolver is not None:
             self._resolver.close()
+
+    def pinned(self, requested: Requested) -> Requested:
+        """A lock's request as one resolved closure, named for what it holds (its names and the closure's digest:
+        :func:`~repoinstall._store.identity.lock_name`): each pin naming one artifact by URL and sha256 where the
+        lock did not (hashed requirements: a version and the hashes of several files; see
+        :mod:`repoinstall._index.artifacts`), so the tree is the one a ``pylock.toml`` of the same resolution
+        names, and goes through the store; a pin whose artifact cannot be found stays as it is (the installer then
+        picks among its hashes). A tree installed under its former name (``locked-<16 hex>``) keeps it."""
+        if not requested.locked:
+            return requested
+        from packaging.version import Version
+
+        from ._install.locked import request_of
+        from ._store.check import present
+        from ._store.identity import legacy_lock_name, lock_name
+        from ._store.pin import closure_key
+
+        given = requested.locked
+        pins = given
+        if not all(pin.sha256 and pin.url for pin in pins):
+            pins = self._make_resolver().artifacts(pins, self._env) or pins
+        key = closure_key(pins)
+        # A tree an earlier release installed from this very file, or from its closure, keeps its name while it is
+        # here: found, verified, exported and removed by the files that named it. One stat each where there is none.
+        for former, its_pins in ((legacy_lock_name(closure_key(given)), given), (legacy_lock_name(key), pins)):
+            tid = TreeId(self._env, former, Version("1"))
+            if os.path.lexists(self._layout.tree_path(tid)) and present(self._layout, tid):
+                return request_of(its_pins, requested.text, requested.source, former)
+        # Of the closure alone, so every pod names it alike whatever it can reach (one with its index down pulls
+        # the tree's image by that name).
+        return request_of(pins, requested.text, requested.source, lock_name(key, sorted(p.name for p in pins)))
 
     def choose(self, specs: Iterable[Requested]) -> list[Choice]:
         offline = [self.offline(spec) for spec in specs]

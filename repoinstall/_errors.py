@@ -71,6 +71,11 @@ class ResolutionError(RepoinstallError):
     version matches (exit 1). The message names the index with its credentials redacted."""
 
 
+class NotOnIndex(ResolutionError):
+    """No source lists a file of any version the spec admits for this Python: what every source answered proves it
+    (not a source that could not be read). A pinned spec this is true of is not handed to an installer (exit 1)."""
+
+
 class ActivationConflict(RepoinstallError):
     """``Repo.activate`` was asked for a tree whose modules this process already imported from another
     version (exit 1): one process holds one version of a module; use an isolated call for another."""

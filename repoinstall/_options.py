@@ -20,6 +20,21 @@ STOP_GRACE = 3.0
 INSTALLERS = ("pip", "uv")
 #: gc leaves debris younger than this: longer than an install may take, so it never races a live installer.
 GC_OLDER_THAN = 3600.0
+#: The most installers one process runs at once, whatever ``--jobs`` asks (see :func:`max_jobs`).
+JOBS_CEILING = 32
+
+
+def max_jobs() -> int:
+    """How many trees one process installs at once at most: twice the CPUs it may run on (an installer waits on
+    the network about half its time), at least 2, at most :data:`JOBS_CEILING`. ``--jobs 30`` on two cores ran
+    30 installers at once (load 9.7): it runs 4."""
+    import os
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(2, min(JOBS_CEILING, 2 * cpus))
 
 
 class LockSettings(NamedTuple):

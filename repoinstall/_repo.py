@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar, overload
 
@@ -18,11 +18,21 @@ from ._errors import (
     InvalidInput,
     LockTimeout,
     NotInstalled,
+    NotOnIndex,
     RepoinstallError,
     ResolutionError,
     os_errors,
 )
-from ._options import GC_OLDER_THAN, HEARTBEAT, INDEX_TTL, STALE_AFTER, WAIT_TIMEOUT, InstallOptions, LockSettings
+from ._options import (
+    GC_OLDER_THAN,
+    HEARTBEAT,
+    INDEX_TTL,
+    STALE_AFTER,
+    WAIT_TIMEOUT,
+    InstallOptions,
+    LockSettings,
+    max_jobs,
+)
 from ._requirements import Requested, parse_spec
 from ._results import Action, EnsureResult, Event
 from ._store.check import in_use
@@ -67,6 +77,8 @@ class Prepared(NamedTuple):
     stored: int = 0
     #: The stored distributions the batch stored or hashed whole, for this tree's composing to trust.
     checked: frozenset[DistId] = frozenset()
+    #: Why this pinned tree cannot be installed, proven by every source's listing: no installer is run for it.
+    absent: NotOnIndex | None = None
 
 
 _NOTHING = Prepared()
@@ -97,7 +109,8 @@ class Repo:
             raise InvalidInput(problem)
         self._layout = Layout(default_repo() if path is None else path)
         self.env = environment_tag()
-        self.jobs = jobs
+        #: Trees installed at once: ``jobs``, held to twice the CPUs this process may use (at least 2, at most 32).
+        self.jobs = min(jobs, max_jobs())
         self._install_options = install
         self._on_event = on_event
         self._locks: TreeLocks | None = None
@@ -151,24 +164,28 @@ class Repo:
 
     # ---- resolving what was asked to a tree ---------------------------------------------------------------
 
+    def _parsed(self, requested: Requested | str) -> Requested:
+        """A spec parsed; a lock's request with each pin resolved to its artifact (see :meth:`Chooser.pinned`)."""
+        return self._chooser.pinned(parse_spec(requested, source="api") if isinstance(requested, str) else requested)
+
     def resolve(self, requested: Requested | str) -> TreeId | None:
         """The tree for a requirement, ``None`` if its marker is false.
 
         Pinned specs need no disk access. A range takes the highest installed version that matches, with no
         network at all; only if none does (or with ``refresh``) is the index asked, through the volume cache.
         """
-        return _raise(self._chooser.choose([_parsed(requested)])[0])
+        return _raise(self._chooser.choose([self._parsed(requested)])[0])
 
     async def aresolve(self, requested: Requested | str) -> TreeId | None:
         """:meth:`resolve` on the event loop: the index is asked with ``httpx.AsyncClient``."""
-        return _raise((await self._chooser.achoose([_parsed(requested)]))[0])
+        return _raise((await self._chooser.achoose([self._parsed(requested)]))[0])
 
     # ---- ensuring -----------------------------------------------------------------------------------------
 
     def ensure(self, requested: Requested | str) -> EnsureResult:
         """Make sure the tree for ``requested`` is installed; install it (once, cluster-wide) if not."""
-        requested = _parsed(requested)
-        return self._ensure_one(requested, self.resolve(requested))
+        requested = self._parsed(requested)
+        return self._ensure_one(requested, _raise(self._chooser.choose([requested])[0]))
 
     @overload
     def ensure_all(
@@ -187,7 +204,7 @@ class Repo:
 
         Every spec is parsed and resolved before anything is installed, so bad input writes nothing.
         """
-        requested = [_parsed(s) for s in specs]
+        requested = [self._parsed(s) for s in specs]
         chosen = _raise_bad_input(self._chooser.choose(requested))
         outcomes, missing = self._settled(requested, chosen)
         if missing:
@@ -249,7 +266,7 @@ class Repo:
         here are left out; a set of one is that spec's own tree."""
         from ._install.together import combined
 
-        requested = [_parsed(s) for s in specs]
+        requested = [self._parsed(s) for s in specs]
         chosen = [_raise(c) for c in _raise_bad_input(self._chooser.choose(requested))]
         members = [(one, tid) for one, tid in zip(requested, chosen, strict=True) if tid is not None]
         if not members:
@@ -279,7 +296,7 @@ class Repo:
         a task only stops it waiting: the install it started goes on to its end (published whole, or cleaned
         up), so other tasks waiting for it, and the repo, never see it cut short.
         """
-        requested = _parsed(requested)
+        requested = self._parsed(requested)
         return await self._aensure(requested, _raise((await self._chooser.achoose([requested]))[0]))
 
     @overload
@@ -300,7 +317,7 @@ class Repo:
         Cancelling the task that awaits it stops the batch as an interrupt stops :meth:`ensure_all`: specs not
         started are dropped and its installers killed, their staging dirs removed and locks released, before the
         cancellation propagates. (An install another caller shares goes on for that caller.)"""
-        requested = [_parsed(s) for s in specs]
+        requested = [self._parsed(s) for s in specs]
         chosen = _raise_bad_input(await self._chooser.achoose(requested))
         outcomes, missing = self._settled(requested, chosen)
         if missing:
@@ -334,25 +351,50 @@ class Repo:
         items = [(requested[i], tid) for i in missing if isinstance(tid := chosen[i], TreeId)]
         if len(items) < 2:
             return {}  # one tree: its own protocol resolves and stores what it needs, under its own lock
+        prepared: dict[Choice, Prepared] = {}
         try:
             with os_errors(self._layout.root, items[0][1]):
                 done = self._layout.retrying(
                     prefill, self._layout, self._tree_locks(), self._install_options, items, self._newest
                 )
+            prepared = {
+                tid: Prepared(done.closures.get(tid), done.stored.get(tid, 0), done.checked) for _, tid in items
+            }
         except (Interrupted, LockTimeout):
             raise  # stopping, or a peer's distribution waited for past --wait-timeout: exit 3, as for a tree
         except RepoinstallError as error:
             _log.logger().debug("storing the batch first failed (%s); installing tree by tree", error)
-            return {}
-        return {tid: Prepared(done.closures.get(tid), done.stored.get(tid, 0), done.checked) for _, tid in items}
+        return self._absent(items, prepared)
 
-    def _newest(self, specs: Sequence[Requested]) -> list[Version | ResolutionError]:
-        """The newest version the index offers for each spec (as the chooser asks for a tree's own version)."""
-        return self._chooser._make_resolver().resolve(specs)
+    def _absent(
+        self, items: list[tuple[Requested, TreeId]], prepared: dict[Choice, Prepared]
+    ) -> dict[Choice, Prepared]:
+        """``prepared``, with the pinned trees the batch did not resolve that no source lists marked absent (see
+        :mod:`repoinstall._index.absent`): none of them costs an installer run."""
+        from ._index.absent import proven_absent
+
+        unresolved = [
+            (one, tid)
+            for one, tid in items
+            if prepared.get(tid, _NOTHING).closure is None and one.pinned and not (one.locked or one.members)
+        ]
+        if len(unresolved) < 2:
+            return prepared
+        absent = proven_absent(self._chooser._make_resolver(), [one for one, _ in unresolved])
+        return {**prepared, **{unresolved[index][1]: Prepared(absent=error) for index, error in absent.items()}}
+
+    def _newest(
+        self, specs: Sequence[Requested], known: Mapping[tuple[str, str], str | None]
+    ) -> list[Version | ResolutionError]:
+        """The newest version the index offers for each spec (as the chooser asks for a tree's own version);
+        ``known``: the Requires-Python of files the batch stored, by name and version, not fetched again."""
+        return self._chooser._make_resolver().resolve(specs, known)
 
     def _capture(
         self, requested: Requested, tid: Choice, prepared: Prepared = _NOTHING
     ) -> EnsureResult | RepoinstallError:
+        if prepared.absent is not None:
+            return prepared.absent  # every source's listing says so: no installer run would find it
         try:
             return self._ensure(requested, _raise(tid), prepared)
         except RepoinstallError as error:
@@ -576,7 +618,7 @@ class Repo:
         """The installed tree's path for ``requested``; :class:`NotInstalled` if it is not installed."""
         from ._store.check import present
 
-        requested = _parsed(requested)
+        requested = self._parsed(requested)
         tid, ask_index = self._chooser.offline(requested)[1:]
         if tid is None:
             if ask_index:
@@ -595,7 +637,7 @@ class Repo:
         from ._ops.verify import every_tree, verify
         from ._store.dists import Hashed
 
-        wanted = [_parsed(s) for s in specs]
+        wanted = [self._parsed(s) for s in specs]
         self._layout.existing_fd()
         if wanted:
             tids = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None]
@@ -610,7 +652,7 @@ class Repo:
         from ._ops.storeverify import verify_store
         from ._ops.verify import every_tree
 
-        wanted = [_parsed(s) for s in specs]
+        wanted = [self._parsed(s) for s in specs]
         self._layout.existing_fd()
         trees = self._layout.retrying(every_tree, self._layout)
         named = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None] if wanted else None
@@ -685,7 +727,7 @@ class Repo:
         distributions from the same artifacts; ``forget`` drops it too, so the next install resolves afresh."""
         from ._ops.remove import remove_trees
 
-        wanted = [_parsed(s) for s in specs]
+        wanted = [self._parsed(s) for s in specs]
         self._layout.existing_fd()
         with os_errors(self._layout.root, "remove"):
             return remove_trees(self._layout, self.env, self.settings, wanted, dry_run=dry_run, forget=forget)
@@ -705,7 +747,7 @@ class Repo:
         from ._ops.export import closure, pylock
 
         tids = []
-        for one in map(_parsed, specs):
+        for one in map(self._parsed, specs):
             self.tree_path(one)  # installed, or NotInstalled saying so
             tid = self._chooser.offline(one)[1]
             if tid is not None:
@@ -732,10 +774,6 @@ def _lock_request(path: str, install: InstallOptions | None) -> Requested:
     found = read(path, require_hashes=True, install=install or InstallOptions())
     assert not isinstance(found, list)  # with require_hashes: a lock, or an error saying why not
     return found
-
-
-def _parsed(requested: Requested | str) -> Requested:
-    return parse_spec(requested, source="api") if isinstance(requested, str) else requested
 
 
 def _raise(choice: Choice) -> TreeId | None:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from packaging.requirements import Requirement
     from packaging.specifiers import SpecifierSet
 
+    from ._store.pin import Pin
+
 _HASH = re.compile(r"^[a-z0-9]+:[0-9a-fA-F]+$")
 _ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar", ".egg")
 _MAX_SPEC = 1000
@@ -39,9 +41,9 @@ class Requested(NamedTuple):
     #: For a set installed together (see ``_install.together``): the pinned requirements it holds; for a lock
     #: file's tree (see ``_install.locked``): ``name==version`` of each package it installs.
     members: tuple[str, ...] = ()
-    #: For a lock file's tree: one requirements line per package, with its artifact's URL (if the lock gives
-    #: one) and hashes (``name @ URL --hash=sha256:...``), installed as they are with ``--no-deps``.
-    locked: tuple[str, ...] = ()
+    #: For a lock file's tree: its resolved closure, one pin per package (its artifact's URL, if known, and
+    #: hashes), installed as they are with ``--no-deps``.
+    locked: tuple[Pin, ...] = ()
 
     def pinned_version(self) -> Version | None:
         """The one version an ``==X`` or ``===X`` spec names, or ``None`` for a range."""
@@ -178,32 +180,55 @@ def _plain(spec: str, source: str, hashes: tuple[str, ...]) -> Requested | None:
     )
 
 
-def read_requirements_file(path: str, _seen: tuple[str, ...] = ()) -> list[Requested]:
-    """Read a pip-style requirements file: comments, blank lines, ``\\`` continuations, ``-r``, ``--hash``."""
-    from ._textfile import read_text  # here: specs on the command line need no file reading
+#: ``-r`` files nested deeper than this are refused: far above any real layout, and the files are read one after
+#: another (no recursion), so a chain of 1,500 files is one line, not a ``RecursionError``.
+MAX_NESTING = 64
 
-    real = os.path.realpath(path)
-    if real in _seen:
-        raise RequirementsFileError(f"{path}: requirements files include each other in a loop")
-    text = read_text(path, "requirements file")
+
+def read_requirements_file(path: str) -> list[Requested]:
+    """Read a pip-style requirements file: comments, blank lines, ``\\`` continuations, ``-r``, ``--hash``.
+
+    A nested ``-r`` file's requirements stand where its line does. Files including each other in a loop, or ``-r``
+    files nested more than :data:`MAX_NESTING` deep, are one :class:`RequirementsFileError` line (exit 2)."""
     found: list[Requested] = []
-    for number, line in _logical_lines(text):
-        source = f"{path}:{number}"
-        words = line.split()
+    # One frame per open file: its path, its real path (for loops) and the lines still to read.
+    stack: list[tuple[str, str, Iterator[tuple[int, str]]]] = []
+    _enter(stack, path, where=path)
+    while stack:
+        current, _, lines = stack[-1]
+        line = next(lines, None)
+        if line is None:
+            stack.pop()
+            continue
+        number, text = line
+        source = f"{current}:{number}"
+        words = text.split()
         head = words[0]
         if head in ("-r", "--requirement") or head.startswith(("--requirement=", "-r")):
             nested = _option_value(words, head, ("-r", "--requirement"), source)
-            nested_path = nested if os.path.isabs(nested) else os.path.join(os.path.dirname(path), nested)
-            found.extend(read_requirements_file(nested_path, (*_seen, real)))
+            nested_path = nested if os.path.isabs(nested) else os.path.join(os.path.dirname(current), nested)
+            _enter(stack, nested_path, where=source)
             continue
         if head.startswith("-"):
             raise RequirementsFileError(
                 f"{source}: option line {head.split('=')[0]!r} is not supported in requirements files "
                 "(only -r and --hash); pass index options on the command line"
             )
-        spec, hashes = _split_hashes(line, source)
+        spec, hashes = _split_hashes(text, source)
         found.append(parse_spec(spec, source, hashes))
     return found
+
+
+def _enter(stack: list[tuple[str, str, Iterator[tuple[int, str]]]], path: str, *, where: str) -> None:
+    """Open ``path`` (named at ``where``) as the next file to read, unless it is in a loop or too deep."""
+    from ._textfile import read_text  # here: specs on the command line need no file reading
+
+    real = os.path.realpath(path)
+    if any(seen == real for _, seen, _ in stack):
+        raise RequirementsFileError(f"{path}: requirements files include each other in a loop")
+    if len(stack) >= MAX_NESTING:
+        raise RequirementsFileError(f"{where}: -r files nested more than {MAX_NESTING} deep")
+    stack.append((path, real, _logical_lines(read_text(path, "requirements file"))))
 
 
 #: pip's environment variables in requirements files: ``${NAME}``, uppercase letters, digits and underscores only.

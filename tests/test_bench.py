@@ -106,3 +106,19 @@ def test_ray_benchmark_installs_each_tree_once_for_every_n() -> None:
     assert "N=2 ray pip runtime_env" in done.stdout and "N=4 ray pip runtime_env" in done.stdout, done.stdout
     assert "repoinstall: 3 trees and 7 wheel downloads for every N (" in done.stdout, done.stdout
     assert "): ok" in done.stdout, done.stdout
+
+
+def test_oci_benchmark_pushes_only_new_layers_and_one_digest_per_distribution() -> None:
+    import shutil
+
+    import pytest
+
+    if not all(shutil.which(tool) for tool in ("docker-registry", "skopeo", "umoci", "strace")):
+        pytest.skip("needs docker-registry, skopeo, umoci and strace (bash .ci/run installs them)")
+    done = bench("oci.py")
+    out = done.stdout
+    assert "second tree: 1 of 4 layers uploaded" in out, out  # only the app; its three libraries were there
+    assert "uploaded 0 of 4 layers; manifest the same" in out, out
+    assert "repoinstall --from" in out and "pip / --from:" in out and "uv / --from:" in out, out
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith(("the unpacked image", "the tree"))]
+    assert len(rows) == 2 and all(row[-2:] == ["0", "0"] for row in rows), out  # no source read, nothing written

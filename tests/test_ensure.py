@@ -142,10 +142,28 @@ def test_crash_between_publish_and_record_is_repaired_without_pip(repo: Path, in
     assert repaired.returncode == 0, repaired.stderr
     assert actions(repaired.stdout) == ["repaired"]
     assert index.downloads("adaptor_b") == 1  # no second pip run
-    # Re-recorded from the tree alone: which files the installer took (sha256, url) died with it.
-    kept = ("name", "version", "dist_info")
-    assert json.loads(record.read_text())["dists"] == [{k: d[k] for k in kept} for d in original["dists"]]
+    # Re-recorded from the tree and its kept closure: which files the installer took (sha256, url) as before.
+    assert json.loads(record.read_text())["dists"] == original["dists"]
+    assert all(d["sha256"] and d["url"] for d in original["dists"])
     assert document(done.stdout)["packages"][0]["path"] == document(repaired.stdout)["packages"][0]["path"]
+    exported = run("export", "adaptor-b==1.0", "--repo", repo)
+    assert exported.returncode == 0, exported.stderr
+    assert all(f'sha256 = "{d["sha256"]}"' in exported.stdout for d in original["dists"])
+
+
+def test_a_tree_re_recorded_without_a_closure_says_how_to_export_it(repo: Path, index: IndexServer) -> None:
+    assert run(*ensure_args(repo, index.url, "adaptor-b==1.0")).returncode == 0
+    next((repo / "records").rglob("1.json")).unlink()  # as if killed between publish and record...
+    next((repo / "closures").rglob("1.json")).unlink()  # ...of its first install: no closure kept yet
+    assert actions(run(*ensure_args(repo, index.url, "adaptor-b==1.0")).stdout) == ["repaired"]
+    refused = run("export", "adaptor-b==1.0", "--repo", repo)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith(
+        "install it again to export it: `repoinstall remove adaptor-b==1.0` then `repoinstall ensure adaptor-b==1.0`"
+    ), refused.stderr
+    assert run("remove", "adaptor-b==1.0", "--repo", repo).returncode == 0
+    assert run(*ensure_args(repo, index.url, "adaptor-b==1.0")).returncode == 0
+    assert run("export", "adaptor-b==1.0", "--repo", repo).returncode == 0
 
 
 def test_tampered_unrecorded_tree_is_reinstalled(repo: Path, index: IndexServer) -> None:

@@ -71,7 +71,32 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "install": {"lockConfigMap": {"name": "locks-v2", "key": "requirements-lock.txt"}},
         "exampleWorker": {"enabled": True},
     },
+    "registry": {
+        "requirements": ["adaptor==1.4"],
+        "registry": {
+            "repository": "registry.example:5000/trees",
+            "existingSecret": "registry-auth",
+            "caSecret": "registry-ca",
+            "plainHttp": False,
+        },
+        "exampleWorker": {"enabled": True},
+    },
 }
+DIGEST = "sha256:" + "ab" * 32
+#: Trees mounted as image volumes: the API has them from 1.33 on (beta; on by default 1.35, GA 1.36).
+IMAGE_VOLUMES = {
+    "requirements": ["pandas==2.2.3", "tools==1.0"],
+    "registry": {"repository": "registry.example:5000/trees", "existingSecret": "registry-auth"},
+    "imageVolumes": {
+        "trees": [
+            {"name": "pandas", "reference": f"registry.example:5000/trees@{DIGEST}", "pullPolicy": "IfNotPresent"},
+            {"name": "tools", "reference": "registry.example:5000/trees:tools-1-cp311-cp311"},
+        ]
+    },
+    "imagePullSecrets": [{"name": "workers-image"}],
+    "exampleWorker": {"enabled": True},
+}
+IMAGE_VOLUME_KUBERNETES = ["1.33.0", "1.36.0", "1.37.0"]
 
 
 def render(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -601,3 +626,103 @@ def test_the_chart_readme_describes_every_value() -> None:
 
     for key in keys(values):
         assert f"| `{key}` |" in readme, key  # every value the chart ships is in the table, with its description
+
+
+def test_trees_mount_as_image_volumes_on_pythonpath_and_validate_for_133_and_136() -> None:
+    for version in IMAGE_VOLUME_KUBERNETES:
+        report = helm.lint(CHART, IMAGE_VOLUMES, strict=True, kube_version=f"v{version}")
+        assert not [m for m in report["messages"] if m["severity"] >= 2] + report["errors"], (version, report)
+    documents = render(IMAGE_VOLUMES)
+    for document in documents:
+        for version in IMAGE_VOLUME_KUBERNETES:
+            kubernetes_validate.validate(document, version, strict=True)
+    (worker,) = of_kind(documents, "Deployment")
+    spec = worker["spec"]["template"]["spec"]
+    # Before 1.33 the API has no image volume: the same Deployment is refused (the validation is real).
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(worker, "1.29.0", strict=True)
+    assert "initContainers" not in spec  # nothing to install: the trees are the images
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["tree-pandas"] == {
+        "name": "tree-pandas",
+        "image": {"reference": f"registry.example:5000/trees@{DIGEST}", "pullPolicy": "IfNotPresent"},
+    }
+    assert volumes["tree-tools"]["image"] == {"reference": "registry.example:5000/trees:tools-1-cp311-cp311"}
+    assert "repoinstall-repo" not in volumes  # no shared volume needed by the workers
+    (container,) = spec["containers"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["tree-pandas"] == {"name": "tree-pandas", "mountPath": "/trees/pandas", "readOnly": True}
+    assert mounts["tree-tools"]["readOnly"] is True and mounts["tree-tools"]["mountPath"] == "/trees/tools"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["PYTHONPATH"] == "/trees/pandas:/trees/tools"
+    # The kubelet pulls image volumes with the pod's pull secrets: the registry's Secret joins the workers' own.
+    assert spec["imagePullSecrets"] == [{"name": "workers-image"}, {"name": "registry-auth"}]
+    # The prewarm Job still fills the registry from the shared repo: --from and --push.
+    (job,) = of_kind(documents, "Job")
+    (runner,) = job["spec"]["template"]["spec"]["containers"]
+    assert runner["args"][-5:] == ["--from", "registry.example:5000/trees", "--registry-timeout", "60", "--push"]
+    text = notes(IMAGE_VOLUMES)
+    assert "containerd >= 2.1 or CRI-O >= 1.31" in text and "/trees/NAME" in text
+    # Without image volumes the worker falls back to the shared repo and its init container.
+    fallback = render({**IMAGE_VOLUMES, "imageVolumes": {"trees": []}})
+    spec = of_kind(fallback, "Deployment")[0]["spec"]["template"]["spec"]
+    assert [c["name"] for c in spec["initContainers"]] == ["repoinstall"]
+    assert "repoinstall-repo" in {v["name"] for v in spec["volumes"]}
+    assert spec["imagePullSecrets"] == [{"name": "workers-image"}]
+
+
+def test_registry_values_give_from_push_and_its_credentials_secret() -> None:
+    documents = render(VALUE_SETS["registry"])
+    (job,) = of_kind(documents, "Job")
+    worker = of_kind(documents, "Deployment")[0]["spec"]["template"]["spec"]
+    (runner,) = job["spec"]["template"]["spec"]["containers"]
+    (init,) = worker["initContainers"]
+    assert "--push" in runner["args"] and "--push" not in init["args"]  # the Job fills, init containers pull
+    for container, template in ((runner, job["spec"]["template"]["spec"]), (init, worker)):
+        args = container["args"]
+        assert args[args.index("--from") + 1] == "registry.example:5000/trees" and "--plain-http" not in args
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["REGISTRY_AUTH_FILE"] == "/etc/repoinstall/registry/config.json"
+        assert env["REPOINSTALL_REGISTRY_CA"] == "/etc/repoinstall/registry-ca/ca.crt"
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts["repoinstall-registry-auth"] == {
+            "name": "repoinstall-registry-auth",
+            "mountPath": "/etc/repoinstall/registry",
+            "readOnly": True,
+        }
+        volumes = {v["name"]: v for v in template["volumes"]}
+        assert volumes["repoinstall-registry-auth"]["secret"] == {
+            "secretName": "registry-auth",
+            "defaultMode": 0o400,
+            "items": [{"key": ".dockerconfigjson", "path": "config.json"}],
+        }
+        assert volumes["repoinstall-registry-ca"]["secret"]["secretName"] == "registry-ca"
+    assert not of_kind(documents, "Secret")  # the chart never writes credentials
+    plain = render({**VALUE_SETS["registry"], "registry": {"repository": "10.0.0.5:5000/trees", "plainHttp": True,
+                                                            "push": False}})  # fmt: skip
+    (job,) = of_kind(plain, "Job")
+    (runner,) = job["spec"]["template"]["spec"]["containers"]
+    assert "--plain-http" in runner["args"] and "--push" not in runner["args"]
+    assert "REGISTRY_AUTH_FILE" not in str(runner["env"]) and "registry-auth" not in str(plain)
+    assert "--from" not in str(render(VALUE_SETS["requirements"]))  # no registry, nothing of it
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"registry": {"repository": "https://registry.example/trees"}},
+        {"registry": {"repository": "user:pass@registry.example/trees"}},
+        {"registry": {"repository": "registry.example/Trees"}},
+        {"registry": {"repository": "registry.example"}},
+        {"registry": {"timeout": 0}},
+        {"imageVolumes": {"trees": [{"name": "pandas", "reference": "registry.example/trees"}]}},  # no tag or digest
+        {"imageVolumes": {"trees": [{"name": "Pandas", "reference": f"registry.example/trees@{DIGEST}"}]}},
+        {"imageVolumes": {"trees": [{"name": "p", "reference": f"registry.example/t@{DIGEST}", "pullPolicy": "Now"}]}},
+        {"imageVolumes": {"trees": [{"reference": f"registry.example/trees@{DIGEST}"}]}},
+        {"imageVolumes": {"mountRoot": "trees"}},
+    ],
+    ids=lambda v: str(v)[:60],
+)
+def test_schema_rejects_invalid_registry_and_image_volume_values(values: dict[str, Any]) -> None:
+    with pytest.raises(helm.HelmError):
+        helm.Chart.load(CHART).validate_schema(values)

@@ -16,11 +16,14 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from helpers import isolated_env, run
+from helpers import cli, isolated_env, run
 from indexserver import IndexServer
 from registry import Registry, registry, tags
 from wheels import make_wheel
+
+from repoinstall._store.identity import environment_tag
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(tool) for tool in ("docker-registry", "skopeo", "umoci", "podman", "strace")),
@@ -88,9 +91,10 @@ def test_push_one_reproducible_layer_per_distribution_head_before_upload(
     # The same tree installed in another repo gives the same layers and the same image.
     other = push(tmp_path / "two", served, where, "app-one==1.0")["images"][0]
     assert (other["uploaded"], other["digest"], other["manifest"]) == (0, first["digest"], first["manifest"])
-    assert tags(oci, where.split("/", 1)[1]) == sorted(
-        [first["tag"].rsplit(":", 1)[1], second["tag"].rsplit(":", 1)[1]]
-    )
+    # Each tree's tag (its index), and each platform's own tag beside it: <tag>--<platform>.
+    platform = first["env"].split("-", 2)[2]
+    named = [first["tag"].rsplit(":", 1)[1], second["tag"].rsplit(":", 1)[1]]
+    assert tags(oci, where.split("/", 1)[1]) == sorted(named + [f"{tag}--{platform}" for tag in named])
 
 
 def _imports_compile_nothing(tree: Path, modules: str) -> None:
@@ -176,3 +180,89 @@ def test_a_second_cluster_pulls_with_its_index_stopped(tmp_path: Path, served: I
                 "--from", where, "--plain-http", "--json")  # fmt: skip
     assert third.returncode == 0 and json.loads(third.stdout)["packages"][0]["action"] == "installed"
     assert json.loads(run("list", "--repo", tmp_path / "three", "--json").stdout)["trees"][0]["installer"] == "pip"
+
+
+def other_machine(tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """The environment of this interpreter on the other architecture (aarch64 here on x86_64, and back), and an
+    environment for repoinstall processes that run as on such a node: the environment tag is what
+    ``repoinstall._store.envtag`` remembers for this interpreter, so a cache that remembers the other
+    platform makes the process file, push and pull its trees as that node's. Wheels of the test index are
+    pure Python, so they install the same on either."""
+    from repoinstall._store import envtag
+
+    native = envtag.environment_tag()
+    swap = {"x86_64": "aarch64", "aarch64": "x86_64"}
+    arch = next((a for a in swap if native.endswith("_" + a)), None)
+    if arch is None:
+        pytest.skip(f"{native}: not an x86_64 or aarch64 environment")
+    other = native[: -len(arch)] + swap[arch]
+    cache = tmp_path / f"cache-{swap[arch]}"
+    key = envtag.fingerprint()
+    entry = cache / "repoinstall" / Path(envtag.cache_path(key)).name
+    entry.parent.mkdir(parents=True)
+    entry.write_text(f"{key}\n{other}\n")
+    return other, isolated_env(XDG_CACHE_HOME=str(cache))
+
+
+def test_one_reference_serves_two_architectures(tmp_path: Path, served: IndexServer, oci: Registry) -> None:
+    where = f"{oci.host}/two-arch"
+    other, env = other_machine(tmp_path)
+    native = push(tmp_path / "native", served, where, "app-one==1.0")["images"][0]
+    done = run("push", where, "app-one==1.0", "--repo", tmp_path / "other", "--no-index", "-f", served.url,
+               "--plain-http", "--json", env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pushed = json.loads(done.stdout)["images"][0]
+    assert (pushed["env"], pushed["tag"]) == (other, native["tag"])  # one reference for both
+    index = json.loads(skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{native['tag']}"))
+    assert index["mediaType"] == "application/vnd.oci.image.index.v1+json"
+    entries = {e["annotations"]["org.repoinstall.env"]: e for e in index["manifests"]}
+    assert set(entries) == {native["env"], other}
+    assert entries[native["env"]]["digest"] == native["manifest"] and entries[other]["digest"] == pushed["manifest"]
+    assert {e["platform"]["architecture"] for e in index["manifests"]} == {"amd64", "arm64"}
+    # A runtime picks its platform's image from the one reference, as a node of each architecture would.
+    config = json.loads(skopeo("inspect", "--config", "--tls-verify=false", "--override-arch", "arm64",
+                               "--override-os", "linux", f"docker://{native['tag']}"))  # fmt: skip
+    assert config["architecture"] == "arm64" and config["config"]["Labels"]["org.repoinstall.env"].endswith("aarch64")
+    # An index that lost the aarch64 entry (its pusher died before writing it): its platform tag still serves.
+    lost = {**index, "manifests": [entries[native["env"]]]}
+    put = httpx.put(oci.url(f"/v2/two-arch/manifests/{native['tag'].rsplit(':', 1)[1]}"), content=json.dumps(lost),
+                    headers={"Content-Type": index["mediaType"]})  # fmt: skip
+    assert put.status_code == 201
+    # Each kind of node pulls its own platform's tree from the same reference.
+    done = run("ensure", "app-one==1.0", "--repo", tmp_path / "pulled", "--from", where, "--index-url", STOPPED,
+               "--plain-http", "--json", env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(run("list", "--repo", tmp_path / "pulled", "--json", env=env).stdout)
+    assert [(t["env"], t["installer_version"]) for t in listed["trees"]] == [(other, f"{where}@{pushed['manifest']}")]
+
+
+def test_two_platforms_pushed_at_once_both_stay_in_the_index(
+    tmp_path: Path, served: IndexServer, oci: Registry
+) -> None:
+    """Two real pushers, an x86_64 and an aarch64 node, race for one tag: both read the tag before either
+    writes it (the front holds each write until both have read), the order in which a read-modify-write
+    without compare-and-swap loses an entry. Both platforms must be in the index at the end."""
+    from heldtag import HeldTag
+
+    repository = "race"
+    other, env = other_machine(tmp_path)
+    native = environment_tag()
+    tag = f"app-one-1-{'-'.join(native.split('-')[:2])}"
+    front = HeldTag(oci.host, repository, tag)
+    try:
+        where = f"{front.host}/{repository}"
+        pods = []
+        for name, machine in (("native", isolated_env()), ("other", env)):
+            command = cli("push", where, "app-one==1.0", "--repo", tmp_path / name, "--no-index", "-f", served.url,
+                          "--plain-http")  # fmt: skip
+            pods.append(
+                subprocess.Popen(command, env=machine, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            )
+        for pod in pods:
+            _, err = pod.communicate(timeout=300)
+            assert pod.returncode == 0, err
+    finally:
+        front.stop()
+    assert front.reads >= 2 and front.writes >= 2  # the race was run: both read, both wrote
+    index = json.loads(skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{oci.host}/{repository}:{tag}"))
+    assert sorted(e["annotations"]["org.repoinstall.env"] for e in index["manifests"]) == sorted([native, other])

@@ -154,3 +154,29 @@ def test_a_stored_file_replaced_by_a_new_inode_is_the_stores_damage_only(repo: P
     assert [r["action"] for r in json.loads(fixed.stdout)["repaired"]] == ["set aside"]  # healthy trees untouched
     assert not stored.exists() and (b / DEP_FILE).stat().st_ino == (x / DEP_FILE).stat().st_ino == healthy
     assert _verify(repo)[0] == 0
+
+
+def test_a_repair_that_cannot_reinstall_puts_the_trees_back_still_reported(repo: Path, index: IndexServer) -> None:
+    b, x = installed_paths(repo, index.url, *SHARING)
+    stored = _stored_dep(repo)
+    os.chmod(stored / DEP_FILE, 0o644)
+    with open(stored / DEP_FILE, "r+b") as changing:
+        changing.write(b"X = 'tampered'\n")
+    sources = find_links(index.url)
+    index.stop()  # the artifacts' source is down: nothing can be installed again
+
+    failed = run("verify", "--repo", repo, "--repair", "--json", *LOCK, *sources)
+    assert failed.returncode == 1, failed.stderr
+    assert "Traceback" not in failed.stderr
+    # Never a clean report over trees that vanished: both are back where they were, recorded, and still damaged.
+    code, found = _verify(repo)
+    assert code == 1, found
+    trees = {t["tree"]: t for t in found["trees"]}
+    assert sorted(trees) == sorted(SHARING)
+    assert trees["adaptor-b==1.0"]["changed"] == trees["adaptor-x[fast]==1.0"]["changed"] == [str(DEP_FILE)]
+    assert b.is_dir() and x.is_dir() and (b / DEP_FILE).read_bytes().startswith(b"X = 'tampered'")
+    listed = run("list", "--repo", repo)
+    assert listed.returncode == 0 and all(spec in listed.stdout for spec in ("adaptor-b==1.0", "adaptor-x[fast]==1.0"))
+    path = run("path", *SHARING, "--repo", repo)
+    assert path.returncode == 0 and path.stdout.strip() == os.pathsep.join(map(str, (b, x)))
+    assert not list((repo / "trash").iterdir()), "nothing held back in trash/"

@@ -643,6 +643,8 @@ def export(
         _fail("nothing to export: give SPEC arguments or -r FILE", 2)
     if output is not None and not re.fullmatch(r"pylock\.([^.]+\.)?toml", os.path.basename(output)):
         _fail(f"{output}: PEP 751 names a lock file pylock.toml or pylock.<name>.toml; pip and uv go by the name", 2)
+    if output is not None and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        _fail(f"{output}: its directory {os.path.dirname(os.path.abspath(output))} does not exist", 2)
     try:
         wanted = _collect(specs or [], requirement or [], require_hashes=False)
         with Repo(repo_path(opts, announce=False)) as store:
@@ -657,7 +659,11 @@ def export(
     try:
         write_text(output, text)
     except OSError as error:
-        _fail(f"{output}: cannot write it: {error.strerror}", 1)
+        import errno
+
+        # A path that cannot be a file here is bad input; a full or failing disk is not.
+        bad = error.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EROFS)
+        _fail(f"{output}: cannot write it: {error.strerror}", 2 if bad else 1)
 
 
 @app.command("list", epilog=EXIT_CODES, short_help="List every installed tree in the repo (all environments).")

@@ -184,7 +184,13 @@ DECLARED: dict[str, Any] = {
         list[str] | None, typer.Option("--constraint", "-c", metavar="FILE", help="Passed to pip.", show_default=False)
     ],
     "jobs": Annotated[
-        int, typer.Option("--jobs", "-j", envvar="REPOINSTALL_JOBS", help="Install this many different trees at once.")
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            envvar="REPOINSTALL_JOBS",
+            help="Install this many different trees at once (at most twice the CPUs this process may use, and 32).",
+        ),
     ],
     "refresh": Annotated[
         bool,

@@ -11,24 +11,36 @@ verify's :func:`check` does) and sets a changed one aside, so the caller install
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from typing import NamedTuple
 
 from .. import _log
 from .._store import fs as _fs
 from .._store.dists import Dist, RecordProblems, check_tree, scan
 from .._store.layout import Layout
+from . import digests
 from .identity import DistId
 from .inventory import Stored
 
 
 class Audit(NamedTuple):
     """What checking one stored distribution found: its dist-info (if one names it), RECORD problems, and why
-    it is not a stored distribution at all (``broken``)."""
+    it is not a stored distribution at all (``broken``); ``untrusted``: why it cannot be trusted though every
+    file matches its RECORD (a RECORD that is not the one stored, a file any user may write, a setuid file)."""
 
     dist: Dist | None
     problems: RecordProblems
     broken: str | None = None
+    untrusted: str | None = None
+
+    @property
+    def whole(self) -> bool:
+        return self.broken is None and not self.problems and self.untrusted is None
+
+    def why(self) -> str:
+        return self.broken or (self.problems.summary() if self.problems else "") or self.untrusted or "ok"
 
 
 def check(layout: Layout, stored: Stored) -> Audit | None:
@@ -43,9 +55,36 @@ def check(layout: Layout, stored: Stored) -> Audit | None:
         if len(found) != 1 or not own:
             held = ", ".join(d.dist_info for d in found) or "no dist-info"
             return Audit(None, RecordProblems(), f"holds {held}, not one dist-info naming {stored.name}")
-        return Audit(own[0], check_tree(fd, found))
+        return Audit(own[0], check_tree(fd, found), None, _untrusted(layout, stored, fd, own[0]))
     finally:
         os.close(fd)
+
+
+#: Mode bits no stored file or directory has (all are read-only; directories only keep their setgid bit): a
+#: file any user may write, or one that runs as its owner or group.
+_UNSAFE_FILE = stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID
+_UNSAFE_DIR = stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID
+
+
+def _untrusted(layout: Layout, stored: Stored, fd: int, dist: Dist) -> str | None:
+    """Why the stored distribution open at ``fd`` is not to be trusted though its files may match its RECORD: a
+    RECORD that is not the one kept when it was stored (see :mod:`.digests`), or a file or directory of an unsafe
+    mode; ``None`` if neither."""
+    expected = digests.kept(layout, stored)
+    if expected is not None and digests.of_record(fd, dist.dist_info) != expected:
+        return (
+            "its RECORD is not the one stored (a file changed together with its RECORD line, or another build's "
+            "files under this artifact's name)"
+        )
+    for top, dirs, files, top_fd in os.fwalk(".", dir_fd=fd):
+        for name in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                mode = os.stat(name, dir_fd=top_fd, follow_symlinks=False).st_mode
+                unsafe = mode & (_UNSAFE_DIR if stat.S_ISDIR(mode) else _UNSAFE_FILE) if not stat.S_ISLNK(mode) else 0
+                if unsafe:
+                    shown = os.path.normpath(os.path.join(top, name))
+                    return f"{shown} has mode {stat.S_IMODE(mode):04o} (stored files are read-only, never setuid)"
+    return None
 
 
 def _names(dist: Dist, stored: Stored) -> bool:
@@ -66,6 +105,7 @@ def set_aside(layout: Layout, stored: Stored, why: str) -> bool:
     label = f"store.{stored.env}.{stored.name}.{stored.leaf}"[:120]
     gone = layout.discard(stored.parts()[:-1], stored.leaf, label)
     if gone is not None:
+        digests.forget(layout, stored)  # the next one stored here keeps its own
         _log.logger().warning("moved a damaged stored distribution aside (%s): %s", why, layout.path(*stored.parts()))
     return gone is not None
 
@@ -84,7 +124,7 @@ def fit(layout: Layout, dist: DistId) -> bool:
         raise _fs.denied(layout.root, error, stored.parts()) from None
     if audit is None:
         return False
-    if audit.broken is None and not audit.problems:
+    if audit.whole:
         return True
-    set_aside(layout, stored, audit.broken or audit.problems.summary())
+    set_aside(layout, stored, audit.why())
     return False

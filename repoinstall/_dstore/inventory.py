@@ -43,17 +43,17 @@ def every(layout: Layout) -> list[Stored]:
     are left out)."""
     found: list[Stored] = []
     root = layout.root_fd()
-    top = None if root is None else _fs.open_dir(root, (STORE,))
+    top = None if root is None else _readable(root, STORE)
     if top is None:
         return found
     try:
         for env in _dirs(top):
-            env_fd = _fs.open_dir(top, (env,))
+            env_fd = _readable(top, env)
             if env_fd is None:
                 continue
             try:
                 for name in _dirs(env_fd):
-                    name_fd = _fs.open_dir(env_fd, (name,))
+                    name_fd = _readable(env_fd, name)
                     if name_fd is None:
                         continue
                     try:
@@ -65,6 +65,15 @@ def every(layout: Layout) -> list[Stored]:
     finally:
         os.close(top)
     return found
+
+
+def _readable(dir_fd: int, name: str) -> int | None:
+    """The directory ``name`` open, or ``None`` if it is gone or this UID may not list it (another UID's private
+    one: ``verify`` names it among the obstacles, with its owner and mode)."""
+    try:
+        return _fs.open_dir(dir_fd, (name,))
+    except PermissionError:
+        return None
 
 
 def _dirs(dir_fd: int) -> list[str]:

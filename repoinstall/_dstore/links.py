@@ -7,10 +7,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from typing import NamedTuple
 
 from .._store import fs as _fs
-from .._store.layout import STAGING, Layout
+from .._store import walk as _walk
+from .._store.layout import STAGING, STORE, Layout
+
+#: How many stored files :func:`foreign` looks at for one of another UID: enough for any store's first few
+#: distributions, bounded for a store of millions.
+_LOOK_AT = 2000
 
 
 class Links(NamedTuple):
@@ -48,3 +54,78 @@ def probe(layout: Layout) -> Links:
             with contextlib.suppress(OSError):
                 os.unlink(leftover, dir_fd=directory)
         os.close(directory)
+
+
+class Foreign(NamedTuple):
+    """A stored file of another UID, and what linking it answered (``None``: it linked)."""
+
+    path: str
+    uid: int
+    refused: int | None
+
+    def describe(self) -> str:
+        if self.refused is None:
+            return f"yes, another UID's stored files too (uid {self.uid})"
+        why = errno.errorcode.get(self.refused, str(self.refused))
+        hint = "; fs.protected_hardlinks" if self.refused == errno.EPERM else ""
+        return (
+            f"own files only: another UID's stored files (uid {self.uid}) are refused ({why}{hint}), so trees "
+            "this UID composes from them are copies"
+        )
+
+
+def foreign(layout: Layout) -> Foreign | None:
+    """Link a stored file another UID owns (the first found, looking at a bounded number) into ``staging/`` and
+    remove the link: under ``fs.protected_hardlinks`` the kernel refuses it to whoever may not write the file,
+    so a pod of another ``runAsUser`` composes its trees of copies. ``None`` if the store holds none."""
+    root = layout.root_fd()
+    found = None if root is None else _first_foreign(root, os.geteuid())
+    if root is None or found is None:
+        return None
+    parts, uid = found
+    directory = _fs.make_dirs(layout.writable_fd(), (STAGING,), layout.root)
+    name = f".links.{os.uname().nodename}.{os.getpid()}.{os.urandom(4).hex()}.foreign"
+    try:
+        source = _fs.open_dir(root, parts[:-1], lookup_only=True)
+        if source is None:
+            return None
+        try:
+            os.link(parts[-1], name, src_dir_fd=source, dst_dir_fd=directory, follow_symlinks=False)
+        except OSError as error:
+            return Foreign(layout.path(*parts), uid, error.errno or errno.EPERM)
+        finally:
+            os.close(source)
+        return Foreign(layout.path(*parts), uid, None)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=directory)
+        os.close(directory)
+
+
+def _first_foreign(root: int, me: int) -> tuple[tuple[str, ...], int] | None:
+    """``(parts, owner)`` of the first regular file below ``store/`` another UID owns, breadth first."""
+    queue: list[tuple[str, ...]] = [(STORE,)]
+    seen = 0
+    while queue and seen < _LOOK_AT:
+        parts = queue.pop(0)
+        try:
+            fd = _fs.open_dir(root, parts)
+        except OSError:
+            continue
+        if fd is None:
+            continue
+        try:
+            for entry, kind in _walk.entries(fd):
+                seen += 1
+                if entry.startswith("."):
+                    continue
+                if kind == _walk.DIR:
+                    queue.append((*parts, entry))
+                    continue
+                with contextlib.suppress(OSError):
+                    info = os.stat(entry, dir_fd=fd, follow_symlinks=False)
+                    if stat.S_ISREG(info.st_mode) and info.st_uid != me and len(parts) >= 4:
+                        return (*parts, entry), info.st_uid
+        finally:
+            os.close(fd)
+    return None

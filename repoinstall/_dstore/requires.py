@@ -20,15 +20,16 @@ from .._store.dists import scan
 from .._store.identity import canonical_name
 
 
-def requirements(stored: str) -> list[Requirement] | None:
-    """The ``Requires-Dist`` of the one distribution in the dir ``stored`` (``None`` if unreadable)."""
+def requirements(stored: str) -> tuple[list[Requirement], str | None] | None:
+    """The ``Requires-Dist`` and ``Requires-Python`` (``None``: it sets none) of the one distribution in the dir
+    ``stored`` (``None`` if unreadable)."""
     found = scan(stored)
     if len(found) != 1:
         return None
     try:
         with open(os.path.join(stored, found[0].dist_info, "METADATA"), encoding="utf-8", errors="replace") as handle:
             headers = HeaderParser().parse(handle)
-        return [Requirement(line) for line in headers.get_all("Requires-Dist") or []]
+        return [Requirement(line) for line in headers.get_all("Requires-Dist") or []], headers.get("Requires-Python")
     except (OSError, InvalidRequirement):
         return None
 

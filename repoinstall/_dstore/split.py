@@ -65,7 +65,39 @@ def split(combined: str, destination: str) -> dict[str, str]:
         target = os.path.join(made[dist.dist_info], relative)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.rename(os.path.join(combined, relative), target)
+    for dist in dists:
+        _without_history(made[dist.dist_info], dist.dist_info)
     return made
+
+
+#: What an installer writes into a dist-info about how it was asked, not what the distribution is: a URL it was
+#: named by (PEP 610) and whether the user asked for it by name (PEP 376). A stored distribution is linked into
+#: every tree that holds it, so these would make a tree's dist-info depend on which install stored it first (a
+#: tree ensured from an index would carry a lock's ``direct_url.json``): they are left out of the store.
+HISTORY = ("direct_url.json", "REQUESTED")
+
+
+def _without_history(directory: str, dist_info: str) -> None:
+    """Remove :data:`HISTORY` from the distribution split into ``directory``, and their lines from its RECORD
+    (every other line kept as the installer wrote it)."""
+    import csv
+
+    info = os.path.join(directory, dist_info)
+    removed = set()
+    for name in HISTORY:
+        try:
+            os.unlink(os.path.join(info, name))
+        except FileNotFoundError:
+            continue
+        removed.add(f"{dist_info}/{name}")
+    if not removed:
+        return
+    record = os.path.join(info, "RECORD")
+    with open(record, encoding="utf-8", newline="") as handle:
+        lines = handle.read().splitlines(keepends=True)
+    kept = [line for line in lines if (next(csv.reader([line]), None) or [""])[0] not in removed]
+    with open(record, "w", encoding="utf-8", newline="") as handle:
+        handle.write("".join(kept))
 
 
 def _bytecode_owner(path: str, sources: dict[str, Dist]) -> Dist | None:

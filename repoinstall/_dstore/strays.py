@@ -26,7 +26,10 @@ from .inventory import Stored
 def at_entry(layout: Layout, stored: Stored) -> Thing | None:
     """What is at ``stored``'s path if it is not a directory (``None``: a directory, or nothing)."""
     root = layout.root_fd()
-    parent = None if root is None else _fs.open_dir(root, stored.parts()[:-1])
+    try:
+        parent = None if root is None else _fs.open_dir(root, stored.parts()[:-1])
+    except PermissionError as error:
+        raise _fs.denied(layout.root, error, stored.parts()[:-1]) from None  # whose directory, and its mode
     if parent is None:
         return None
     try:
@@ -41,7 +44,10 @@ def every(layout: Layout) -> list[tuple[Stored, Thing]]:
     found: list[tuple[Stored, Thing]] = []
     root = layout.root_fd()
     for env, name in _names(root):
-        parent = None if root is None else _fs.open_dir(root, (STORE, env, name))
+        try:
+            parent = None if root is None else _fs.open_dir(root, (STORE, env, name))
+        except PermissionError:
+            continue  # another UID's private directory: verify names it among the obstacles
         if parent is None:
             continue
         try:
@@ -56,12 +62,18 @@ def every(layout: Layout) -> list[tuple[Stored, Thing]]:
 def _names(root: int | None) -> list[tuple[str, str]]:
     """``(env, name)`` of every ``store/<env>/<name>/`` directory (hidden names are not the store's)."""
     found: list[tuple[str, str]] = []
-    top = None if root is None else _fs.open_dir(root, (STORE,))
+    try:
+        top = None if root is None else _fs.open_dir(root, (STORE,))
+    except PermissionError:
+        top = None  # another UID's private directory: verify names it among the obstacles
     if top is None:
         return found
     try:
         for env, kind in _walk.entries(top):
-            env_fd = _fs.open_dir(top, (env,)) if kind == _walk.DIR and not env.startswith(".") else None
+            try:
+                env_fd = _fs.open_dir(top, (env,)) if kind == _walk.DIR and not env.startswith(".") else None
+            except PermissionError:
+                continue  # as above
             if env_fd is None:
                 continue
             try:

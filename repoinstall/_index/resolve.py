@@ -11,19 +11,20 @@ from __future__ import annotations
 import functools
 import platform
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from .. import _log
-from .._errors import RequirementsFileError, ResolutionError
+from .._errors import NotOnIndex, RequirementsFileError, ResolutionError
 from .._redact import redact
 from .._requirements import choose
 from .._store.identity import canonical_name
 from .._textfile import read_text
 from . import http as _http
+from .files import admits, parse_file
 from .http import Plan
 from .sources import find_links_listing, index_listing
 from .wheelmeta import requires_python
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
     from .._pipconfig import IndexConfig
     from .._requirements import Requested
+    from .._store.pin import Pin
     from .cache import IndexCache
     from .simple import Link
 
@@ -80,34 +82,6 @@ def constraint_specifier(paths: Sequence[str], project: str) -> SpecifierSet:
     return combined
 
 
-def _parse(link: Link, project: str) -> tuple[Version, frozenset[Tag] | None] | None:
-    """The file's version and wheel tags (``None`` for an sdist), or ``None`` if it is not this project's."""
-    from packaging.utils import (
-        InvalidSdistFilename,
-        InvalidWheelFilename,
-        parse_sdist_filename,
-        parse_wheel_filename,
-    )
-
-    try:
-        if link.filename.endswith(".whl"):
-            name, version, _, tags = parse_wheel_filename(link.filename)
-            return (version, tags) if name == project else None
-        name, version = parse_sdist_filename(link.filename)
-        return (version, None) if name == project else None
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-        return None
-
-
-def _admits(requires: str | None, python: Version) -> bool:
-    if not requires:
-        return True
-    try:
-        return SpecifierSet(requires).contains(python, prereleases=True)
-    except InvalidSpecifier:
-        return True  # pip ignores a malformed Requires-Python too
-
-
 class _Pool(NamedTuple):
     """Installable files by version, and what was left out and why (for the error message)."""
 
@@ -121,13 +95,13 @@ def _pool(links: Iterable[Link], project: str, target: Target) -> _Pool:
     yanked: set[Version] = set()
     other: set[Version] = set()
     for link in links:
-        parsed = _parse(link, project)
+        parsed = parse_file(link, project)
         if parsed is None:
             continue
         version, tags = parsed
         if link.yanked:
             yanked.add(version)
-        elif (tags is not None and tags.isdisjoint(target.tags)) or not _admits(link.requires_python, target.python):
+        elif (tags is not None and tags.isdisjoint(target.tags)) or not admits(link.requires_python, target.python):
             other.add(version)
         else:
             files.setdefault(version, []).append(link)
@@ -137,8 +111,15 @@ def _pool(links: Iterable[Link], project: str, target: Target) -> _Pool:
     return _Pool(files, yanked - files.keys(), other - files.keys())
 
 
-def resolve_plan(requested: Requested, config: IndexConfig, cache: IndexCache, target: Target) -> Plan[Version]:
-    """Ask every source, then pick the best version for ``target``; :class:`ResolutionError` if none fits."""
+def resolve_plan(
+    requested: Requested,
+    config: IndexConfig,
+    cache: IndexCache,
+    target: Target,
+    known: Mapping[tuple[str, str], str | None] | None = None,
+) -> Plan[Version]:
+    """Ask every source, then pick the best version for ``target``; :class:`ResolutionError` if none fits.
+    ``known``: the Requires-Python of versions at hand (stored), by (name, version): not fetched."""
     project = requested.name
     if not config.sources:
         raise ResolutionError(f"{requested.text}: nothing installed matches and there is no index to ask (--no-index)")
@@ -157,13 +138,18 @@ def resolve_plan(requested: Requested, config: IndexConfig, cache: IndexCache, t
         if best.requires_python is None and best.filename.endswith(".whl") and checked < _METADATA_CHECKS:
             # The index did not say (pypiserver never does): the wheel's own METADATA decides, as it does for pip.
             checked += 1
-            requires = yield from _remembered_requires_python(best, config.retries, cache)
-            if not _admits(requires, target.python):
+            if known is not None and (project, str(version)) in known:
+                requires = known[(project, str(version))]
+            else:
+                requires = yield from _remembered_requires_python(best, config.retries, cache)
+            if not admits(requires, target.python):
                 _log.logger().info("skipping %s %s: Requires-Python %s", project, version, requires)
                 pool.other_pythons.add(version)
                 continue
         return version
-    raise ResolutionError(_no_match(requested, specifier, pool, config))
+    if any(specifier.contains(version, prereleases=True) for version in pool.yanked):
+        raise ResolutionError(_no_match(requested, specifier, pool, config))  # pip takes a yanked file for a pin
+    raise NotOnIndex(_no_match(requested, specifier, pool, config))
 
 
 def _remembered_requires_python(link: Link, retries: int, facts: IndexCache) -> Plan[str | None]:
@@ -206,6 +192,8 @@ class Resolver:
         self._cache = cache
         self._client: httpx.Client | None = None
         self._guard = threading.Lock()
+        #: Each hashed lock's artifacts found in this process (see :meth:`artifacts`): immutable facts.
+        self._artifacts: dict[tuple[str, tuple[Pin, ...]], tuple[Pin, ...]] = {}
 
     def _sync_client(self) -> httpx.Client:
         with self._guard:
@@ -221,16 +209,47 @@ class Resolver:
                 self._client.close()
                 self._client = None
 
-    def resolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
-        """One version per spec (or why not), one after another."""
+    def resolve(
+        self, requested: Sequence[Requested], known: Mapping[tuple[str, str], str | None] | None = None
+    ) -> list[Version | ResolutionError]:
+        """One version per spec (or why not), one after another; ``known``: see :func:`resolve_plan`."""
         target = this_interpreter()
         outcomes: list[Version | ResolutionError] = []
         for one in requested:
             try:
-                outcomes.append(_http.run(resolve_plan(one, self.config, self._cache, target), self._sync_client))
+                plan = resolve_plan(one, self.config, self._cache, target, known)
+                outcomes.append(_http.run(plan, self._sync_client))
             except ResolutionError as error:
                 outcomes.append(error)
         return outcomes
+
+    def artifacts(self, pins: Sequence[Pin], env: str) -> tuple[Pin, ...] | None:
+        """Each hashed pin resolved to the one artifact this interpreter takes (see :mod:`.artifacts`), kept in
+        the repo's index cache; ``None`` if some has none a source lists with its sha256, or a source failed."""
+        from .._lockfile.environment import THIS, tag_ranks
+        from .artifacts import artifact_plan, keep, kept
+
+        if (known := self._artifacts.get((env, tuple(pins)))) is not None:
+            return known  # asked again in this process (a worker ensures the same file over and over)
+        if (known := kept(pins, env, self._cache)) is not None:
+            self._artifacts[(env, tuple(pins))] = known
+            return known
+        target, ranks = this_interpreter(), tag_ranks(THIS)
+        found = []
+        for pin in pins:
+            try:
+                plan = artifact_plan(pin, self.config, self._cache, target.python, ranks)
+                one = _http.run(plan, self._sync_client)
+            except ResolutionError as error:
+                _log.logger().debug("%s: its artifact is not known (%s); the installer picks it", pin.member, error)
+                return None
+            if one is None:
+                _log.logger().debug("%s: no source lists a file its hashes name; the installer picks it", pin.member)
+                return None
+            found.append(one)
+        keep(pins, env, self._cache, found)
+        self._artifacts[(env, tuple(pins))] = tuple(found)
+        return tuple(found)
 
     async def aresolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
         """The same on the event loop, all specs at once."""

@@ -26,6 +26,8 @@ class Link(NamedTuple):
     yanked: bool = False
     #: The index serves the file's core metadata at ``url + ".metadata"`` (PEP 658/714).
     metadata: bool = False
+    #: The file's sha256 (lowercase hex) as the page gives it (PEP 691 ``hashes``, PEP 503 ``#sha256=``).
+    sha256: str | None = None
 
 
 class PageError(ValueError):
@@ -72,6 +74,8 @@ def _parse_json(body: bytes, page_url: str) -> list[Link]:
             raise PageError("JSON 'files' entry without filename and url")
         requires = entry.get("requires-python")
         metadata = entry.get("core-metadata", entry.get("dist-info-metadata", False))
+        hashes = entry.get("hashes")
+        sha256 = hashes.get("sha256") if isinstance(hashes, dict) else None
         links.append(
             Link(
                 filename,
@@ -79,6 +83,7 @@ def _parse_json(body: bytes, page_url: str) -> list[Link]:
                 requires if isinstance(requires, str) and requires.strip() else None,
                 bool(entry.get("yanked", False)),
                 metadata is not False and metadata is not None,
+                _hex(sha256),
             )
         )
     return links
@@ -97,6 +102,8 @@ class _Anchors(HTMLParser):
         if tag != "a" or not values.get("href"):
             return
         url = _absolute(self.base, values["href"] or "")
+        fragment = urllib.parse.urlsplit((values["href"] or "").strip()).fragment
+        algorithm, _, digest = fragment.partition("=")
         filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
         if not filename:
             return
@@ -109,6 +116,7 @@ class _Anchors(HTMLParser):
                 requires if requires and requires.strip() else None,
                 "data-yanked" in values,
                 metadata is not None and metadata.lower() != "false",
+                _hex(digest) if algorithm == "sha256" else None,
             )
         )
 
@@ -124,6 +132,17 @@ def _parse_html(body: bytes, page_url: str, charset: str) -> list[Link]:
     parser.feed(text)
     parser.close()
     return parser.links
+
+
+def _hex(value: object) -> str | None:
+    """A sha256 as a page gives it, lowercase; ``None`` for anything that is not 64 hex digits."""
+    if not isinstance(value, str) or len(value) != 64:
+        return None
+    try:
+        int(value, 16)
+    except ValueError:
+        return None
+    return value.lower()
 
 
 def _absolute(base: str, href: str) -> str:

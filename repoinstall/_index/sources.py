@@ -115,7 +115,7 @@ def _entry(listing: Listing, shown: str, project: str) -> dict[str, object]:
 
 
 #: The types of a cached link's fields, in :class:`Link`'s order (the first two are required).
-_LINK_TYPES: tuple[type | tuple[type, ...], ...] = (str, str, (str, type(None)), bool, bool)
+_LINK_TYPES: tuple[type | tuple[type, ...], ...] = (str, str, (str, type(None)), bool, bool, (str, type(None)))
 
 
 def _well_formed(entry: dict[str, object]) -> bool:

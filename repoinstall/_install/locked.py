@@ -3,14 +3,15 @@
 nothing resolved and no dependency added (``--no-deps``). Any other tree installed here before comes back the
 same way, from its kept closure (:func:`pinned`, :mod:`repoinstall._store.closures`).
 
-The lock becomes a local metapackage, ``locked-<16 hex of the lock's key>`` version 1, as a set installed
-together does (``_install.together``): its wheel holds a ``Requires-Dist`` pin per package and ``lock.json``, the
-requirement lines the tree is installed from (URLs and hashes), so the tree itself says how to reinstall it
-byte for byte. It is installed by path with the lock's artifacts in one installer run, then checked to hold each
-package at its locked version and nothing else; to everything else it is an ordinary tree (checked, locked,
-staged, verified, published, listed, collected). The key is the set of (name, version, artifact hashes) the lock
-installs here, so two files with the same content for this environment are one tree, and a changed hash is
-another.
+The lock becomes a local metapackage, ``locked-<its names>-<10 hex of the lock's key>`` version 1 (see
+:func:`repoinstall._store.identity.lock_name`), as a set installed together does (``_install.together``): its
+wheel holds a ``Requires-Dist`` pin per package and ``lock.json``, each package's version and hashes (its record
+says each artifact's URL), so the tree itself says how to reinstall it byte for byte, and its bytes are the same
+for one closure on every cluster. It is installed by path with the lock's artifacts in one installer run, then
+checked to hold each package at its locked version and nothing else; to everything else it is an ordinary tree
+(checked, locked, staged, verified, published, listed, collected). The key is the set of (name, version,
+artifact hashes) the lock installs here, so every file of one resolution for this environment is one tree, and a
+changed hash is another.
 """
 
 from __future__ import annotations
@@ -26,15 +27,16 @@ from .. import _log
 from .._errors import InstallError, InvalidInput, RepoinstallError
 from .._requirements import Requested
 from .._store import fs as _fs
-from .._store.identity import LOCK_PREFIX, TreeId, canonical_name, is_locked, is_set, normal_version
+from .._store.identity import TreeId, canonical_name, is_locked, is_set, legacy_lock_name, normal_version
 from .._store.metadata import dist_info_name
+from .._store.pin import Pin, closure_key, pins_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from .._dstore.identity import DistId
-    from .._lockfile.model import Lock, LockedPackage
+    from .._lockfile.model import Lock
     from .._options import InstallOptions
     from .._store.closures import Closure
     from .._store.dists import Dist
@@ -83,35 +85,35 @@ def _find_links_roots(install: InstallOptions) -> Callable[[], Sequence[Path]]:
 
 
 def request(lock: Lock) -> Requested:
-    """The request of what ``lock`` installs in this environment: the tree ``locked-<key>==1``."""
+    """The request of what ``lock`` installs in this environment: the tree of its pins (see :func:`request_of`)."""
     if not lock.packages:
         raise InvalidInput(f"{lock.source}: no package of this lock is for this environment; nothing to install")
-    lines = tuple(_line(p) for p in lock.packages)
-    members = tuple(f"{p.name}=={p.version}" for p in lock.packages)
+    pins = tuple(Pin(p.name, p.version, p.url or "", p.hashes) for p in lock.packages)
     # Its text is the file's absolute path: the record says where the lock came from.
-    return _request(LOCK_PREFIX + lock.key()[:16], os.path.abspath(lock.source), lines, members, lock.source)
+    return request_of(pins, os.path.abspath(lock.source), lock.source)
 
 
-def _line(package: LockedPackage) -> str:
-    head = f"{package.name} @ {package.url}" if package.url else f"{package.name}=={package.version}"
-    return head + "".join(f" --hash={h}" for h in package.hashes)
+def request_of(pins: tuple[Pin, ...], text: str, source: str | None = None, name: str | None = None) -> Requested:
+    """The request of the lock tree ``name``==1 that installs ``pins``; its name derives from the closure (each
+    pin's name, version and hashes), never from the file that carried it: ``name`` (see
+    :meth:`repoinstall._choose.Chooser.pinned`), else ``locked-<16 hex of its key>``."""
+    return _request(name or legacy_lock_name(closure_key(pins)), text, pins, source)
 
 
-def _request(
-    name: str, text: str, lines: tuple[str, ...], members: tuple[str, ...], source: str | None = None
-) -> Requested:
-    """The request of the lock tree ``name``==1 installed from ``lines``, which hold ``members``."""
-    return Requested(text, name, (), _VERSION, source=source or text, members=members, locked=lines)
+def _request(name: str, text: str, pins: tuple[Pin, ...], source: str | None = None) -> Requested:
+    """The request of the lock tree ``name``==1 installed from ``pins``."""
+    members = tuple(pin.member for pin in pins)
+    return Requested(text, name, (), _VERSION, source=source or text, members=members, locked=pins)
 
 
-def all_lines(tid: TreeId, requested: Requested, write: Callable[[str, bytes], str]) -> list[str]:
-    """The pinned install's lines, and for a set's or lock's tree its own metapackage's (written by ``write``)."""
-    lines = list(requested.locked)
+def all_pins(tid: TreeId, requested: Requested, write: Callable[[str, bytes], str]) -> list[Pin]:
+    """The pinned install's pins, and for a set's or lock's tree its own metapackage's (written by ``write``)."""
+    pins = list(requested.locked)
     if is_locked(tid.name) or is_set(tid.name):  # the tree's own metapackage, made here
         filename, data = _metapackage(tid, requested)
-        path = write(filename, data)
-        lines.append(f"{tid.name} @ {_file_url(path)} --hash=sha256:{hashlib.sha256(data).hexdigest()}")
-    return lines
+        url = _file_url(write(filename, data))
+        pins.append(Pin(tid.name, tid.version_text, url, (f"sha256:{hashlib.sha256(data).hexdigest()}",)))
+    return pins
 
 
 def _file_url(path: str) -> str:
@@ -125,21 +127,13 @@ def _metapackage(tid: TreeId, requested: Requested) -> tuple[str, bytes]:
 
     if is_set(tid.name):
         return wheel(tid, requested.members)
-    # Kept in the tree, which every pod reads: URLs without credentials (pip then finds them as for any URL on the
-    # index's host: the index URL's own, ~/.netrc, a keyring).
-    document = {"members": list(requested.members), "lines": [_public(line) for line in requested.locked]}
+    # Of the closure alone (names, versions, hashes; no URL, so no credentials either): every pod makes the same
+    # bytes for one closure, whatever its lock's URLs, so a tree's image pulled by another cluster holds this very
+    # metapackage. Where each artifact came from is in the tree's record.
+    bare = [Pin(pin.name, pin.version, "", pin.hashes) for pin in requested.locked]
+    document = {"members": [pin.member for pin in bare], "lines": [pin.line() for pin in bare]}
     extra = {LOCK_JSON: (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()}
     return wheel(tid, requested.members, summary="a lock file's packages, installed by repoinstall", files=extra)
-
-
-def _public(line: str) -> str:
-    from .._urls import without_credentials
-
-    head, at, rest = line.partition(" @ ")
-    if not at:
-        return line
-    url, space, hashes = rest.partition(" ")
-    return f"{head} @ {without_credentials(url) or url}{space}{hashes}"
 
 
 def check_members(tid: TreeId, expected: Sequence[str], dists: Sequence[Dist]) -> None:
@@ -175,24 +169,28 @@ def _split(pin: str) -> tuple[str, str]:
 
 
 def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
-    """What the lock tree ``tid`` was installed from, for reinstalling it exactly: its metapackage's ``lock.json``
-    (covered by its RECORD, so verify vouches for it), or, when that is damaged, its record's closure."""
-    path = (*layout.tree_dir(tid), tid.leaf, dist_info_name(tid.name, tid.version_text), LOCK_JSON)
-    data = _fs.read_file(layout.existing_fd(), path)
-    try:
-        document = json.loads(data or b"")
-        lines, members = document["lines"], document["members"]
-        if all(type(v) is list and v and all(type(s) is str for s in v) for v in (lines, members)):
-            return _request(tid.name, source, tuple(lines), tuple(members))
-    except (ValueError, KeyError, TypeError):
-        pass
+    """What the lock tree ``tid`` was installed from, for reinstalling it exactly: its record's closure (each
+    artifact's URL and sha256), or, without one, its metapackage's ``lock.json`` (covered by its RECORD, so verify
+    vouches for it: each distribution's version and hashes, from the index; a tree of an earlier release: URLs
+    too)."""
     from .._store import closures
     from .._store.manifest import read
 
     record = read(layout, tid)
     closure = None if record is None else closures.of_record(tid, record)
     if closure is not None:
-        return _request(tid.name, source, closure.lines, closure.members)
+        return _request(tid.name, source, closure.pins)
+    path = (*layout.tree_dir(tid), tid.leaf, dist_info_name(tid.name, tid.version_text), LOCK_JSON)
+    data = _fs.read_file(layout.existing_fd(), path)
+    try:
+        document = json.loads(data or b"")
+        lines, members = document["lines"], document["members"]
+        if all(type(v) is list and v and all(type(s) is str for s in v) for v in (lines, members)):
+            pins = pins_of(lines, members)
+            if pins is not None:
+                return _request(tid.name, source, pins)
+    except (ValueError, KeyError, TypeError):
+        pass
     raise InstallError(
         f"{tid}: neither its {LOCK_JSON} ({os.path.join(*path)}) nor its record says what it was installed from; "
         "ensure the lock file again"
@@ -214,7 +212,7 @@ def pinned(
     if closure is None:
         return requested, None
     _log.logger().debug("%s: installing its kept closure: %s", tid, ", ".join(closure.members))
-    return requested._replace(locked=closure.lines), closure.members
+    return requested._replace(locked=closure.pins), closure.members
 
 
 def keep_closure(layout: Layout, tid: TreeId, entry: TreeEntry, *, pinned_before: bool) -> None:
@@ -233,35 +231,9 @@ def keep_closure(layout: Layout, tid: TreeId, entry: TreeEntry, *, pinned_before
         _log.logger().warning("%s: could not keep its closure (%s); a reinstall resolves it afresh", tid, error)
 
 
-def artifacts_of(requested: Requested) -> tuple[Artifact, ...]:
-    """The artifact each line of a pinned install names by one sha256 (and URL, if it has one): what the installer
-    was made to take, whatever it reports."""
+def artifacts_of(pins: Sequence[Pin]) -> tuple[Artifact, ...]:
+    """The artifact each pin names by one sha256 (and URL, if it has one): what the installer was made to take,
+    whatever it reports."""
     from .._store.manifest import Artifact
-    from .._urls import without_credentials
 
-    found = []
-    for line in requested.locked:
-        parsed = line_artifact(line)
-        if parsed is not None:
-            name, version, sha256, url = parsed
-            found.append(Artifact(name, version, sha256, without_credentials(url) if url else ""))
-    return tuple(found)
-
-
-def line_artifact(line: str) -> tuple[str, str, str, str] | None:
-    """(canonical name, version, sha256, URL or "") of a pinned line naming one artifact by one sha256; ``None``
-    if it names several (hashed requirements: the installer picks among them) or no version can be told."""
-    from .._lockfile.filenames import sdist_name, wheel_name
-
-    head, *hashes = line.split(" --hash=")
-    sha256 = [h.partition(":")[2] for h in hashes if h.startswith("sha256:")]
-    name, at, url = head.partition(" @ ")
-    if at:
-        filename = url.rsplit("/", 1)[-1]
-        wheel = wheel_name(filename)
-        version = str(wheel.version) if wheel is not None else str((sdist_name(filename) or ("", ""))[1])
-    else:
-        name, _, version = head.partition("==")
-    if len(sha256) != 1 or not version:
-        return None
-    return canonical_name(name), version, sha256[0], url if at else ""
+    return tuple(Artifact(p.name, p.version, sha256, p.public().url) for p in pins if (sha256 := p.sha256))

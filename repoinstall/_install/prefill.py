@@ -2,7 +2,7 @@
 store lacks, so that each tree of the batch is then only composed.
 
 ``ensure a b c`` (and ``-r``, several lock files, the API's ``ensure_all``: two trees or more; one tree does this
-inside its own protocol) first learns every missing tree's closure: a lock's lines, a tree's kept closure
+inside its own protocol) first learns every missing tree's closure: a lock's pins, a tree's kept closure
 (:mod:`repoinstall._store.closures`), or, for the rest, one resolution of all their pins together
 (:mod:`.resolve`; into a cold store, resolved and installed in one installer run: :func:`_whole`). Every
 distribution those name that the store lacks is then installed at once (:mod:`.storing`: each under its own
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.specifiers import SpecifierSet
@@ -37,6 +37,7 @@ from .._requirements import Requested
 from .._store import closures as _closures
 from .._store.closures import Closure
 from .._store.identity import TreeId, normal_version
+from .._store.pin import Pin
 
 if TYPE_CHECKING:
     from .._store.layout import Layout
@@ -76,7 +77,7 @@ def prefill(
     from .storing import store_missing
 
     chosen = options or InstallOptions()
-    pinned: list[str] = []
+    pinned: list[Pin] = []
     unresolved: list[tuple[Requested, TreeId]] = []
     for requested, tid in items:
         _stop.check()  # a batch of thousands: a stop lands here, not after every one was looked at
@@ -89,7 +90,7 @@ def prefill(
         elif requested.members or requested.hashes:
             continue  # a set's metapackage, or hashes the user gave: the tree's own protocol installs it
         elif (kept := _closures.read(layout, tid)) is not None:
-            pinned += kept.lines
+            pinned += kept.pins
         else:
             unresolved.append((requested, tid))
     if not unresolved and len(items) < 2:
@@ -110,26 +111,24 @@ def prefill(
             if whole is not _WARM:
                 groups.pop(0)
                 found, stored, checked = whole
-                pinned += [line for closure in found.values() for line in closure.lines]
-        resolutions: list[tuple[list[tuple[Requested, TreeId]], list[str]]] = []
+                pinned += [pin for closure in found.values() for pin in closure.pins]
+        resolutions: list[tuple[list[tuple[Requested, TreeId]], list[Pin]]] = []
         for number, group in enumerate(groups):
             # One resolution per group of distinct names (one cannot hold two versions of a project).
             scratch = os.path.join(staging.tmp, f"resolve-{number}")
             os.makedirs(scratch)
             resolutions.append((group, resolve(chosen, [tid.pin for _, tid in group], scratch, what) or []))
-        planned = _planned(env, [*pinned, *(line for _, lines in resolutions for line in lines)])
+        planned = _planned(env, [*pinned, *(pin for _, pins in resolutions for pin in pins)])
         try:
-            stored += store_missing(
-                layout, locks, chosen, planned, staging.tmp, staging.scratch_file, what, frozenset(checked)
-            )[0]
+            stored += store_missing(layout, locks, chosen, planned, staging.tmp, what, frozenset(checked))[0]
         except (InstallError, RepoUnusable) as error:
             # Each tree's own install says what is wrong with it (a symlink in the store's way, say: exit 2, for
             # the trees that need what it blocks); this was only to save runs.
             _log.logger().debug("%s: storing them together failed (%s); one by one", what, str(error).splitlines()[0])
             return Prefilled(found, _counted(layout, items, found, stored))
-        for group, lines in resolutions:
-            if lines:
-                found.update(_closures_of(layout, chosen, group, _planned(env, lines), versions))
+        for group, pins in resolutions:
+            if pins:
+                found.update(_closures_of(layout, chosen, group, _planned(env, pins), versions))
         return Prefilled(found, _counted(layout, items, found, stored), frozenset(dist for dist, _ in planned))
 
 
@@ -187,7 +186,7 @@ def _whole(
         request = Requested(what, batch.name, (), batch.version, source="batch", members=pins)
         built = install(options, combined, request, path, scratch, what)
         hashes = {(canonical_name(a.name), normal_version(a.version)): a for a in built.artifacts if a.sha256}
-        planned: list[tuple[DistId, str, str]] = []
+        planned: list[tuple[DistId, Pin, str]] = []
         for found in scan(combined):
             if canonical_name(found.name) == batch.name:
                 continue  # the batch's own metapackage: nobody's distribution
@@ -195,8 +194,9 @@ def _whole(
             if artifact is None or not artifact.url:
                 _log.logger().debug("%s: %s %s has no known artifact; not stored", what, found.name, found.version)
                 return None
-            line = f"{artifact.name} @ {artifact.url} --hash=sha256:{artifact.sha256}"
-            planned.append((DistId.of(env, found.name, found.version, artifact.sha256), line, found.dist_info))
+            dist = DistId.of(env, found.name, found.version, artifact.sha256)
+            pin = Pin(dist.name, str(dist.version), artifact.url, (f"sha256:{artifact.sha256}",))
+            planned.append((dist, pin, found.dist_info))
         hash_based(combined, options.python)  # see repoinstall._dstore.bytecode
         made = split(combined, os.path.join(scratch, "split"))
         stored = []
@@ -204,18 +204,21 @@ def _whole(
             if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
                 publish(layout, dist, made[dist_info])
                 stored.append(dist)
-        resolved = sorted((dist, line) for dist, line, _ in planned)
+        resolved = sorted((dist, pin) for dist, pin, _ in planned)
         found_closures = _closures_of(layout, options, trees, resolved, versions)
         for tid, closure in found_closures.items():
             _closures.write(layout, tid, closure)  # the closure every pod installs this tree from
         return found_closures, stored, [dist for dist, _, _ in planned]
 
 
-#: Asks the index for the newest version of each spec, as the chooser does for a tree's own version.
-Newest = Callable[[Sequence[Requested]], Sequence[object]]
+#: Asks the index for the newest version of each spec, as the chooser does for a tree's own version; given the
+#: ``Requires-Python`` of the distributions the batch stored (by name and version), which it reads from there.
+Newest = Callable[[Sequence[Requested], Mapping[tuple[str, str], str | None]], Sequence[object]]
 
 
-def _newest(asked: list[tuple[TreeId, dict[str, SpecifierSet]]], versions: Newest) -> dict[tuple[str, str], object]:
+def _newest(
+    asked: list[tuple[TreeId, dict[str, SpecifierSet]]], versions: Newest, known: Mapping[tuple[str, str], str | None]
+) -> dict[tuple[str, str], object]:
     """The newest version the index offers for what each tree asks of each of its distributions (its own pin
     aside): what that tree alone would get."""
     from .._requirements import parse_spec
@@ -224,7 +227,7 @@ def _newest(asked: list[tuple[TreeId, dict[str, SpecifierSet]]], versions: Newes
     if not questions:
         return {}
     try:
-        answers = versions([parse_spec(f"{name}{spec}", source="batch") for name, spec in questions])
+        answers = versions([parse_spec(f"{name}{spec}", source="batch") for name, spec in questions], known)
     except RepoinstallError:
         return {}
     return dict(zip(questions, answers, strict=True))
@@ -262,26 +265,22 @@ def _counted(
     counted: dict[TreeId, int] = {}
     for requested, tid in items:
         closure_of = found.get(tid) or _closures.read(layout, tid)
-        lines = requested.locked or (closure_of.lines if closure_of is not None else ())
-        mine = {dist for dist, _ in _planned(tid.env, lines)} & left
+        pins = requested.locked or (closure_of.pins if closure_of is not None else ())
+        mine = {dist for dist, _ in _planned(tid.env, pins)} & left
         left -= mine
         counted[tid] = len(mine)
     return counted
 
 
-def _planned(env: str, lines: Sequence[str]) -> list[tuple[DistId, str]]:
-    """Each line that names one artifact by its sha256, with its stored distribution (others are left to their
+def _planned(env: str, pins: Sequence[Pin]) -> list[tuple[DistId, Pin]]:
+    """Each pin that names one artifact by its sha256, with its stored distribution (others are left to their
     trees' own installs)."""
-    from .locked import line_artifact
-
-    found: dict[DistId, str] = {}
-    for line in lines:
-        parsed = line_artifact(line)
-        if parsed is None:
+    found: dict[DistId, Pin] = {}
+    for pin in pins:
+        if pin.sha256 is None:
             continue
-        name, version, sha256, _ = parsed
         try:
-            found.setdefault(DistId.of(env, name, version, sha256), line)
+            found.setdefault(DistId.of(env, pin.name, pin.version, pin.sha256), pin)
         except InvalidRequirement:
             continue
     return sorted(found.items())
@@ -291,7 +290,7 @@ def _closures_of(
     layout: Layout,
     options: InstallOptions,
     trees: Sequence[tuple[Requested, TreeId]],
-    planned: list[tuple[DistId, str]],
+    planned: list[tuple[DistId, Pin]],
     versions: Newest | None,
 ) -> dict[TreeId, Closure]:
     """Each tree's part of the batch's resolution, by the stored distributions' requirements."""
@@ -299,15 +298,16 @@ def _closures_of(
 
     environment = marker_environment(options.python)
     needs = {}
+    known: dict[tuple[str, str], str | None] = {}  # each stored one's Requires-Python: not fetched again
     for dist, _ in planned:
         if not _store.present(layout, dist) or (found := requirements(_store.path(layout, dist))) is None:
             return {}
-        needs[dist.name] = found
+        needs[dist.name], known[(dist.name, str(dist.version))] = found
     if environment is None or len(needs) != len(planned):
         return {}  # one name twice in one resolution, or no marker values: each tree resolves on its own
-    by_name = {dist.name: (dist, line) for dist, line in planned}
+    by_name = {dist.name: (dist, pin) for dist, pin in planned}
     asked = [(tid, names) for _, tid in trees if (names := closure(tid.name, tid.extras, needs, environment))]
-    newest = _newest(_held_back(trees, asked), versions) if versions is not None else {}
+    newest = _newest(_held_back(trees, asked), versions, known) if versions is not None else {}
     found_closures: dict[TreeId, Closure] = {}
     for tid, names in asked:
         behind = [
@@ -323,7 +323,5 @@ def _closures_of(
             )
             continue
         held = [by_name[name] for name in sorted(names)]
-        found_closures[tid] = Closure(
-            tuple(sorted(line for _, line in held)), tuple(sorted(f"{d.name}=={d.version}" for d, _ in held))
-        )
+        found_closures[tid] = Closure(tuple(sorted(pin for _, pin in held)))
     return found_closures

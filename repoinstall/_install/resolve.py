@@ -4,9 +4,9 @@ its sha256, so that only the distributions the store lacks are installed (``--no
 The installer resolves, as it would for ``pip install a b c``: pip with ``install --dry-run --report`` (which
 downloads into its cache what the install then takes from there), uv with ``pip compile --format pylock.toml``
 (read here as any lock file is, for this interpreter's markers and tags, so each package is the one file it
-would install). What comes back are pinned lines, ``name @ URL --hash=sha256:...`` (or ``name==version --hash``
-where the installer named no URL), one artifact each; ``None`` where the resolution failed or some artifact has
-no hash: the trees are then installed one by one, as before the store, each by its own installer run.
+would install). What comes back are pins (:class:`~repoinstall._store.pin.Pin`), one artifact each, by its URL
+(none where the installer named none) and sha256; ``None`` where the resolution failed or some artifact has no
+hash: the trees are then installed one by one, as before the store, each by its own installer run.
 
 Which of the batch's distributions each tree holds is told afterwards, from the stored distributions' own
 ``Requires-Dist`` (:mod:`repoinstall._dstore.requires`): the batch's resolution is one consistent set, so each
@@ -22,13 +22,15 @@ from collections.abc import Sequence
 from .. import _log
 from .._errors import InstallError, RepoinstallError
 from .._options import InstallOptions
+from .._store.pin import Pin
 
 _RESOLUTION = "resolution.json"
 _INPUT = "batch.in"
 
 
-def resolve(options: InstallOptions, pins: Sequence[str], scratch: str, what: str) -> list[str] | None:
-    """The pinned line of every artifact that installing ``pins`` together takes, or ``None`` (see above)."""
+def resolve(options: InstallOptions, pins: Sequence[str], scratch: str, what: str) -> list[Pin] | None:
+    """The pin of every artifact that installing ``pins`` (``name==version`` specs) together takes, or ``None``
+    (see above)."""
     from .backends.run import backend, run
 
     chosen = backend(options.installer)
@@ -45,10 +47,10 @@ def resolve(options: InstallOptions, pins: Sequence[str], scratch: str, what: st
         # whose error, if any, is the one to show.
         _log.logger().debug("%s: no resolution together (%s); installing one by one", what, str(error).splitlines()[0])
         return None
-    lines = _uv_lines(scratch) if chosen.name == "uv" else _pip_lines(scratch)
-    if lines is None:
+    found = _uv_pins(scratch) if chosen.name == "uv" else _pip_pins(scratch)
+    if found is None:
         _log.logger().debug("%s: some artifact of the resolution has no hash; installing one by one", what)
-    return lines
+    return found
 
 
 def _pip_command(options: InstallOptions, source: str, scratch: str) -> list[str]:
@@ -61,7 +63,8 @@ def _pip_command(options: InstallOptions, source: str, scratch: str) -> list[str
     ]  # fmt: skip
 
 
-def _pip_lines(scratch: str) -> list[str] | None:
+def _pip_pins(scratch: str) -> list[Pin] | None:
+    from .._store.identity import canonical_name
     from .backends.pip import artifacts
 
     try:
@@ -69,13 +72,9 @@ def _pip_lines(scratch: str) -> list[str] | None:
             found = artifacts(json.load(handle))
     except (OSError, ValueError):
         return None
-    lines = []
-    for artifact in found:
-        if not artifact.sha256:
-            return None
-        head = f"{artifact.name} @ {artifact.url}" if artifact.url else f"{artifact.name}=={artifact.version}"
-        lines.append(f"{head} --hash=sha256:{artifact.sha256}")
-    return lines or None
+    if any(not artifact.sha256 for artifact in found):
+        return None
+    return [Pin(canonical_name(a.name), a.version, a.url, (f"sha256:{a.sha256}",)) for a in found] or None
 
 
 def _uv_command(options: InstallOptions, source: str, scratch: str) -> list[str]:
@@ -85,10 +84,9 @@ def _uv_command(options: InstallOptions, source: str, scratch: str) -> list[str]
             os.path.join(scratch, LOCK), source]  # fmt: skip
 
 
-def _uv_lines(scratch: str) -> list[str] | None:
+def _uv_pins(scratch: str) -> list[Pin] | None:
     from .._lockfile.read import read_lock
     from .backends.uv import LOCK
-    from .locked import _line
 
     try:
         # uv's own lock of the operator's sources (its file: URLs are in their find-links): not an input to police.
@@ -97,4 +95,4 @@ def _uv_lines(scratch: str) -> list[str] | None:
         return None
     if any(not package.hashes for package in lock.packages):
         return None
-    return [_line(package) for package in lock.packages] or None
+    return [Pin(p.name, p.version, p.url or "", p.hashes) for p in lock.packages] or None

@@ -62,12 +62,14 @@ class Staging:
         return os.path.join(self.path, TMP)
 
     def scratch_file(self, name: str, data: bytes) -> str:
-        """Write ``name`` into the installer's scratch dir (through our descriptor, no link followed); its path."""
+        """Write ``name`` into the installer's scratch dir (through our descriptor, no link followed); its path.
+        Mode 0600: a requirements file may name a lock's URL with its password, and a killed run leaves it in
+        the staging dir until gc proves its owner gone; other UIDs of the repo's group must not read it."""
         fd = _fs.open_dir(self._fd, (TMP,))
         if fd is None:
             raise InstallError(f"{self._tid}: its staging dir {self.path} lost its scratch dir")
         try:
-            _fs.write_atomic(fd, name, data)
+            _fs.write_atomic(fd, name, data, 0o600)
         finally:
             os.close(fd)
         return os.path.join(self.tmp, name)

@@ -12,7 +12,7 @@ staged tree: verified, published by rename, recorded. Nothing here is visible un
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from .. import _log
@@ -22,6 +22,7 @@ from .._dstore.split import split
 from .._errors import InstallError
 from .._options import InstallOptions
 from .._requirements import Requested
+from .._store.pin import Pin
 
 if TYPE_CHECKING:
     from .._store.identity import TreeId
@@ -44,11 +45,11 @@ def fill(
     can be: see :func:`.locked.pinned`); what built it and how many distributions went into the store.
     ``checked``: stored distributions this process checked moments ago (see :func:`.storing.store_missing`)."""
     from .backends.run import install
-    from .locked import all_lines
+    from .locked import all_pins
     from .together import wheel
 
-    lines = all_lines(tid, requested, staging.scratch_file) if requested.locked else []
-    if not lines and not requested.hashes and _store.used(layout, tid.env):
+    pins = all_pins(tid, requested, staging.scratch_file) if requested.locked else []
+    if not pins and not requested.hashes and _store.used(layout, tid.env):
         # The store holds distributions already: resolve first (a set: its members at once), so that only what it
         # lacks is installed; a set's own metapackage is made here and unpacked, no installer.
         from .resolve import resolve
@@ -57,13 +58,12 @@ def fill(
         os.makedirs(scratch)
         if (resolved := resolve(options, list(requested.members) or [tid.pin], scratch, str(tid))) is not None:
             requested = requested._replace(locked=tuple(resolved))
-            lines = all_lines(tid, requested, staging.scratch_file)
-    if lines and (planned := plan(tid.env, lines)) is not None:
+            pins = all_pins(tid, requested, staging.scratch_file)
+    if pins and (planned := plan(tid.env, pins)) is not None:
         # Every artifact known by its hash: what the store lacks is installed, the tree composed.
-        return build(layout, locks, options, tid, requested, planned, staging.target, staging.tmp,
-                     staging.scratch_file, checked)  # fmt: skip
-    if lines:
-        pin = staging.scratch_file("locked-requirements.txt", ("\n".join(lines) + "\n").encode())
+        return build(layout, locks, options, tid, requested, planned, staging.target, staging.tmp, checked)
+    if pins:
+        requested, pin = requested._replace(locked=tuple(pins)), ""  # the backend writes the pins' file
     elif requested.members:
         pin = staging.scratch_file(*wheel(tid, requested.members))
     else:
@@ -73,18 +73,14 @@ def fill(
     return built, store_installed(layout, locks, options, tid, staging, built) or 0
 
 
-def plan(env: str, lines: Sequence[str]) -> list[tuple[DistId, str]] | None:
-    """Each line's stored distribution; ``None`` if a line does not name one artifact by its sha256 (hashed
+def plan(env: str, pins: Sequence[Pin]) -> list[tuple[DistId, Pin]] | None:
+    """Each pin's stored distribution; ``None`` if a pin does not name one artifact by its sha256 (hashed
     requirements with several hashes: only the installer knows which it takes), so the tree is installed whole."""
-    from .locked import line_artifact
-
     planned = []
-    for line in lines:
-        parsed = line_artifact(line)
-        if parsed is None:
+    for pin in pins:
+        if pin.sha256 is None:
             return None
-        name, version, sha256, _ = parsed
-        planned.append((DistId.of(env, name, version, sha256), line))
+        planned.append((DistId.of(env, pin.name, pin.version, pin.sha256), pin))
     return planned
 
 
@@ -94,10 +90,9 @@ def build(
     options: InstallOptions,
     tid: TreeId,
     requested: Requested,
-    planned: Sequence[tuple[DistId, str]],
+    planned: Sequence[tuple[DistId, Pin]],
     target: str,
     scratch: str,
-    write: Callable[[str, bytes], str],
     checked: Collection[DistId] = (),
 ) -> tuple[Built, int]:
     """Compose the tree ``tid`` at ``target`` from the store, installing what it lacks first (see
@@ -111,19 +106,19 @@ def build(
 
     if is_locked(tid.name):  # before anything is stored: else its own metapackage would be, for nothing
         check_planned(tid, requested.members, [dist for dist, _ in planned])
-    installed, built = store_missing(layout, locks, options, planned, scratch, write, str(tid), checked)
+    installed, built = store_missing(layout, locks, options, planned, scratch, str(tid), checked)
     if not installed:
         _log.logger().info("%s: every distribution is in the store; composing it", tid)
-    lines = dict(planned)
+    pins = dict(planned)
 
     def restore(gone: Sequence[DistId], where: str) -> None:
-        install_now(layout, options, [(dist, lines[dist]) for dist in gone], where, write, str(tid))
+        install_now(layout, options, [(dist, pins[dist]) for dist in gone], where, str(tid))
 
-    composed, restored = compose_stored(layout, locks, list(lines), target, scratch, restore, str(tid))
+    composed, restored = compose_stored(layout, locks, list(pins), target, scratch, restore, str(tid))
     if composed.copied:
         _log.logger().info("%s: %d files copied where the filesystem refused hard links", tid, composed.copied)
-    # Its record names every distribution's artifact, stored now or before: the lines say them all.
-    every = artifacts_of(requested._replace(locked=tuple(line for _, line in planned)))
+    # Its record names every distribution's artifact, stored now or before: the pins say them all.
+    every = artifacts_of([pin for _, pin in planned])
     if built is None:
         chosen = backend(options.installer)
         return _Built(chosen.name, chosen.version(), every), len(installed) + restored
@@ -178,8 +173,8 @@ def store_installed(
             artifact = artifacts[(dist.name, normal_version(str(dist.version)))]
             if not artifact.url:
                 raise InstallError(f"{tid}: {dist} was taken out of the store (by gc) as it was composed; ensure again")
-            fetch.append((dist, f"{artifact.name} @ {artifact.url} --hash=sha256:{artifact.sha256}"))
-        install_now(layout, options, fetch, where, staging.scratch_file, str(tid))
+            fetch.append((dist, Pin(dist.name, artifact.version, artifact.url, (f"sha256:{artifact.sha256}",))))
+        install_now(layout, options, fetch, where, str(tid))
 
     _, restored = compose_stored(layout, locks, list(planned), target, scratch, restore, str(tid))
     return stored + restored

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 from packaging.version import Version
 
 from .. import _log
+from .._dstore import digests
 from .._dstore import store as _store
 from .._dstore.audit import fit
 from .._dstore.bytecode import hash_based
@@ -35,7 +36,9 @@ from .._errors import InstallError
 from .._options import InstallOptions
 from .._requirements import Requested
 from .._store import fs as _fs
+from .._store.dists import scan
 from .._store.identity import is_locked, is_set
+from .._store.pin import Pin
 
 if TYPE_CHECKING:
     from .._store.layout import Layout
@@ -53,13 +56,12 @@ def store_missing(
     layout: Layout,
     locks: TreeLocks,
     options: InstallOptions,
-    planned: Sequence[tuple[DistId, str]],
+    planned: Sequence[tuple[DistId, Pin]],
     scratch: str,
-    write: Callable[[str, bytes], str],
     what: str,
     checked: Collection[DistId] = (),
 ) -> tuple[list[DistId], Built | None]:
-    """Make every distribution of ``planned`` (each with its pinned line) stored; those this call installed, and
+    """Make every distribution of ``planned`` (each with its pin) stored; those this call installed, and
     its last installer run (``None`` if it needed none). ``checked``: those this process stored or hashed whole
     moments ago (its batch did, see :mod:`.prefill`)."""
     for dist, _ in planned:
@@ -71,7 +73,7 @@ def store_missing(
     # check this process made moments ago can cost a failed tree, never a tampered one published.
     todo = sorted(
         {
-            dist: line for dist, line in planned
+            dist: pin for dist, pin in planned
             if not (_store.present(layout, dist) if dist in checked else fit(layout, dist))
         }.items()
     )  # fmt: skip
@@ -82,15 +84,15 @@ def store_missing(
             return installed, built
         with contextlib.ExitStack() as held_locks:
             mine = []
-            for dist, line in todo:  # in DistId order: never a circle of waits
+            for dist, pin in todo:  # in DistId order: never a circle of waits
                 # Its lock's state goes as it is released (unless a peer is in it): waiters ask the store, not it.
                 held = held_locks.enter_context(locks.hold(dist.lock_key(), ready=_present(layout, dist), gone=_always))
                 if held.peer_finished or _store.present(layout, dist):
                     continue  # a peer stored it while we waited (the same artifact's files)
-                mine.append((dist, line))
-            built = install_now(layout, options, mine, os.path.join(scratch, f"store-{turn}"), write, what) or built
+                mine.append((dist, pin))
+            built = install_now(layout, options, mine, os.path.join(scratch, f"store-{turn}"), what) or built
             installed += [dist for dist, _ in mine]
-        todo = [(dist, line) for dist, line in todo if not _store.present(layout, dist)]
+        todo = [(dist, pin) for dist, pin in todo if not _store.present(layout, dist)]
     if todo:
         dist = todo[0][0]
         thing = at_entry(layout, Stored.of(dist))
@@ -102,35 +104,33 @@ def store_missing(
 def install_now(
     layout: Layout,
     options: InstallOptions,
-    mine: Sequence[tuple[DistId, str]],
+    mine: Sequence[tuple[DistId, Pin]],
     scratch: str,
-    write: Callable[[str, bytes], str],
     what: str,
 ) -> Built | None:
     """Store ``mine`` now, whoever holds their locks (the caller does, or goes without): the installer's runs
     first, then a set's or lock's own metapackage, so an installer that fails (a hash that does not match) stores
     nothing of a tree that cannot be; its last installer run (``None``: it needed none). Its scratch dirs are new
     ones named ``scratch`` and a suffix."""
-    own = [(d, line) for d, line in mine if is_set(d.name) or is_locked(d.name)]
-    others = [(d, line) for d, line in mine if not (is_set(d.name) or is_locked(d.name))]
+    own = [(d, pin) for d, pin in mine if is_set(d.name) or is_locked(d.name)]
+    others = [(d, pin) for d, pin in mine if not (is_set(d.name) or is_locked(d.name))]
     built = None
     for number, group in enumerate(_runs(others)):
-        built = _install(layout, options, group, f"{scratch}-{number}", write, what)
-    for dist, line in own:
+        built = _install(layout, options, group, f"{scratch}-{number}", what)
+    for dist, pin in own:
         # A set's or lock's own metapackage, a wheel made here of metadata alone: unpacked, no installer.
-        _unpack_own(layout, dist, line, f"{scratch}-own-{dist.name}")
+        _unpack_own(layout, dist, pin, f"{scratch}-own-{dist.name}")
     return built
 
 
-def _unpack_own(layout: Layout, dist: DistId, line: str, scratch: str) -> None:
+def _unpack_own(layout: Layout, dist: DistId, pin: Pin, scratch: str) -> None:
     """Store a metapackage wheel that repoinstall made (a set's, a lock's: a dist-info of metadata alone, named by
-    its file URL in ``line``), by unpacking it as an installer would, then publishing it as any distribution."""
+    its file URL in ``pin``), by unpacking it as an installer would, then publishing it as any distribution."""
     import urllib.parse
     import urllib.request
     import zipfile
 
-    url = line.partition(" @ ")[2].split(" --hash=")[0]
-    path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+    path = urllib.request.url2pathname(urllib.parse.urlsplit(pin.url).path)
     staged = os.path.join(scratch, "own")
     os.makedirs(staged)
     with zipfile.ZipFile(path) as wheel:
@@ -145,7 +145,7 @@ def _unpack_own(layout: Layout, dist: DistId, line: str, scratch: str) -> None:
     publish(layout, dist, staged)
 
 
-def _runs(mine: Sequence[tuple[DistId, str]]) -> list[list[tuple[DistId, str]]]:
+def _runs(mine: Sequence[tuple[DistId, Pin]]) -> list[list[tuple[DistId, Pin]]]:
     """``mine`` in as few installer runs as hold each project once (one ``--target`` dir cannot hold two versions
     of one project): one run, unless the batch wants several versions of something."""
     return distinct(mine, lambda item: item[0].name)
@@ -176,9 +176,8 @@ def _always() -> bool:
 def _install(
     layout: Layout,
     options: InstallOptions,
-    mine: Sequence[tuple[DistId, str]],
+    mine: Sequence[tuple[DistId, Pin]],
     scratch: str,
-    write: Callable[[str, bytes], str],
     what: str,
 ) -> Built:
     """One installer run of ``mine`` into a private dir, then each distribution published into the store."""
@@ -186,11 +185,9 @@ def _install(
 
     os.makedirs(scratch)
     combined = os.path.join(scratch, "combined")
-    lines = tuple(line for _, line in mine)
-    pin = write(os.path.basename(scratch) + ".txt", ("\n".join(lines) + "\n").encode())
-    batch = Requested(what, "repoinstall-store", (), Version("1"), source="store", locked=lines)
+    batch = Requested(what, "repoinstall-store", (), Version("1"), source="store", locked=tuple(p for _, p in mine))
     _log.logger().debug("%s: installing %d distribution(s) into the store", what, len(mine))
-    built = install(options, combined, batch, pin, scratch, what)
+    built = install(options, combined, batch, "", scratch, what)
     # Its bytecode made valid wherever its files land (a layer, a mount), the same from any repo: hash-based.
     hash_based(combined, options.python)
     made = split(combined, os.path.join(scratch, "split"))
@@ -214,8 +211,13 @@ def publish(layout: Layout, dist: DistId, staged: str) -> None:
     if fd is not None:
         try:
             freeze(fd)
+            # Ours is the one stored: what its RECORD is, kept apart from it, for verify (see _dstore.digests).
+            found = scan(fd)
+            record = digests.of_record(fd, found[0].dist_info) if len(found) == 1 else None
         finally:
             os.close(fd)
+        if record is not None:
+            digests.keep(layout, Stored.of(dist), record)
 
 
 def _staged_of(made: dict[str, str], dist: DistId) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 #: The two kinds of lock: a PEP 751 ``pylock.toml``, or a requirements file whose every line is pinned and hashed.
@@ -50,6 +49,8 @@ class Lock:
         lock, order, URLs or comments; a changed hash, version or package gives another.
         """
         if not self._key:
-            lines = (f"{p.name}=={p.version} {' '.join(sorted(p.hashes))}\n" for p in self.packages)
-            object.__setattr__(self, "_key", hashlib.sha256("".join(sorted(lines)).encode()).hexdigest())
+            from .._store.pin import Pin, closure_key
+
+            key = closure_key(Pin(p.name, p.version, p.url or "", p.hashes) for p in self.packages)
+            object.__setattr__(self, "_key", key)
         return self._key

@@ -109,7 +109,9 @@ def _pylock(
     import tomllib
 
     from .pylock import select
+    from .shape import check_shape
 
+    check_shape(path, text)  # before tomllib, which recurses per level and is quadratic in a key's dotted parts
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import ssl
 import time
@@ -37,6 +38,10 @@ _REDIRECTS = 5
 _ATTEMPTS = 3
 _CHUNK = 1 << 20
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+#: A tag listing's next page (the distribution spec's Link header), and how many pages of how many tags we read.
+_NEXT = re.compile(r'^\s*<([^>]+)>\s*;\s*rel="?next"?')
+_PAGE = 1000
+_PAGES = 100
 
 
 class RegistryError(InstallError):
@@ -171,6 +176,29 @@ class Registry:
     def put_manifest(self, reference: str, blob: Blob) -> None:
         self._call("PUT", self._url("manifests", reference), ok=(201,), content=blob.data,
                    headers={"Content-Type": blob.media_type})  # fmt: skip
+
+    def tags(self, prefix: str) -> list[str]:
+        """The repository's tags that start with ``prefix``, from every page of its tag listing."""
+        url = f"{self.base}/v2/{self.reference.repository}/tags/list?n={_PAGE}"
+        found: list[str] = []
+        for _ in range(_PAGES):
+            response = self._call("GET", url, ok=(200, 404), limit=DOCUMENT_LIMIT)
+            if response.status == 404:
+                return found  # no repository yet: no tags
+            try:
+                listed = json.loads(response.body).get("tags") or []
+            except (ValueError, UnicodeDecodeError, AttributeError):
+                raise RegistryError(f"registry {self.reference.host}: its tag listing is not JSON") from None
+            if not isinstance(listed, list):
+                raise RegistryError(f"registry {self.reference.host}: its tag listing is not a list")
+            found += [tag for tag in listed if isinstance(tag, str) and tag.startswith(prefix)]
+            following = _NEXT.match(response.headers.get("link", ""))
+            if following is None:
+                return found
+            url = urllib.parse.urljoin(self.base + "/", following[1])
+            if _origin(url) != _origin(self.base):
+                raise RegistryError(f"registry {self.reference.host}: its tag listing points to another host")
+        raise RegistryError(f"registry {self.reference.host}: a tag listing of more than {_PAGES} pages")
 
     # ---- requests ---------------------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from . import image as _image
 from .auth import lookup
 from .client import Registry
 from .layer import Refused, unpack
-from .reference import Reference, platform_of, tag_for
+from .reference import Reference, platform_of, platform_tag, tag_for
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -86,8 +86,13 @@ class Source:
         if _image.is_index(kind):
             chosen = _image.pick(document, tid.env, where)
             if chosen is None:
-                return None  # pushed for other platforms only
-            digest = str(chosen["digest"])
+                # Not in the index: this platform's own tag, which its pusher writes before the index (a pusher
+                # that died in between, or an entry a racing push dropped, is still found).
+                digest = registry.manifest_digest(platform_tag(tid)) or ""
+                if not digest:
+                    return None  # pushed for other platforms only
+            else:
+                digest = str(chosen["digest"])
             got = registry.get_manifest(digest)
             if got is None:
                 raise Refused(f"{where}: its index names {digest}, which the registry does not have: refused")
@@ -103,13 +108,13 @@ class Source:
     ) -> tuple[Built, int]:
         """Step 5 of the protocol from an image: store what the store lacks, compose the tree in ``staging``."""
         from .._install.backends.run import Built
-        from .._install.locked import all_lines
+        from .._install.locked import all_pins
         from .._install.stored import plan
 
         image = found.image
         if requested.locked:
-            # A lock's own lines, and its own metapackage's: exactly the image's distributions, by artifact hash.
-            planned = plan(tid.env, all_lines(tid, requested, staging.scratch_file)) or []
+            # A lock's own pins, and its own metapackage's: exactly the image's distributions, by artifact hash.
+            planned = plan(tid.env, all_pins(tid, requested, staging.scratch_file)) or []
             wanted = {dist for dist, _ in planned}
             holds = {layer.dist for layer in image.layers}
             for layer in image.layers:

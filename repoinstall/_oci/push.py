@@ -2,9 +2,9 @@
 tag that holds one manifest per platform of the tree's interpreter.
 
 Every blob is HEADed first and sent only when the registry lacks it, so a second tree that shares libraries
-uploads only its own distributions. The manifest goes up by digest, then the tag is pointed at an index that
-keeps the entries other platforms pushed there (x86_64 and aarch64 clusters share one reference): two pushes
-of different platforms at one instant can lose one entry, which the next push of that platform puts back.
+uploads only its own distributions. The manifest goes up by digest and under this platform's own tag
+(``<tag>--<platform>``), then the tag is pointed at an index rebuilt from every platform tag of the tree
+(x86_64 and aarch64 clusters share one reference), checked after each write: see :func:`_point_tag`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ from .._store.manifest import TreeEntry, recorded_dists
 from . import image as _image
 from .client import Registry
 from .layer import Layer, build
-from .reference import platform_of, tag_for
+from .reference import platform_of, platform_prefix, platform_tag, tag_for
+
+#: Rounds of rebuild, write and check of a tree's index before a push gives up on a tag others keep rewriting.
+_ROUNDS = 8
 
 
 class Pushed(NamedTuple):
@@ -78,9 +81,10 @@ def push(layout: Layout, registry: Registry, tid: TreeId, record: TreeEntry) -> 
     registry.push_blob(config.digest, len(config.data), data=config.data)
     manifest = _image.manifest(tid.env, tid.pin, config, layers)
     registry.put_manifest(manifest.digest, manifest)
+    # This platform's tag first: the index's writers (ours below, and any other platform's) rebuild from it.
+    registry.put_manifest(platform_tag(tid), manifest)
     tag = tag_for(tid)
-    index = _image.index([*_others(registry, tag, tid.env), _image.entry(tid.env, platform, manifest)])
-    registry.put_manifest(tag, index)
+    index = _point_tag(registry, tid, tag, _image.entry(tid.env, platform, manifest))
     return Pushed(
         tid.pin,
         tid.env,
@@ -94,9 +98,80 @@ def push(layout: Layout, registry: Registry, tid: TreeId, record: TreeEntry) -> 
     )
 
 
-def _others(registry: Registry, tag: str, env: str) -> list[dict[str, Any]]:
-    """The entries of the index at ``tag`` that other environments pushed (none if it is not an index of ours)."""
-    got = registry.get_manifest(tag)
+def _point_tag(registry: Registry, tid: TreeId, tag: str, own: dict[str, Any]) -> _image.Blob:
+    """Point ``tag`` at an index of every platform of the tree (``own``, this platform's entry, included):
+    rebuilt from the platform tags, written, and checked, until the check finds every platform's manifest in it.
+
+    Invariant, kept by the check after each write: when this returns, the index at ``tag`` as read after our
+    last write named our manifest and, for every platform tag of the tree that the registry listed then, that
+    tag's manifest.
+    Why it holds against a racing pusher of another platform: the registry has no compare-and-swap, so two
+    pushers can both read before either writes, and the later write drops the other's entry. But each pusher
+    writes its platform tag before its index, so the one whose write dropped an entry lists the other's
+    platform tag in its check (after its own write, so after the other's platform tag), misses its entry,
+    and writes again; the rebuilds agree once both platform tags are listed, so the writes converge.
+    Limits: a registry whose tag listing lags its writes (eventually consistent) can hide a platform tag
+    from a check; a pusher that dies between its platform tag and its index leaves its platform out until the
+    next push of any platform of the tree puts it in; after ``_ROUNDS`` rounds of interference, exit 1.
+    """
+    for _ in range(_ROUNDS):
+        index = _image.index(_entries(registry, tid, tag, own))
+        registry.put_manifest(tag, index)
+        got = registry.get_manifest(tag)
+        held = _by_env(_index_entries(registry, tag, got))
+        wanted = {**_by_env(_platforms(registry, tid)), **_by_env([own])}
+        if all(held.get(env, {}).get("digest") == item["digest"] for env, item in wanted.items()):
+            return index if got is None or got[0] == index.data else _image.Blob(got[0], _image.INDEX)
+    raise InstallError(
+        f"{registry.reference.tagged(tag)}: other pushes kept rewriting the tag; push again to add this platform"
+    )
+
+
+def _by_env(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {str(item["annotations"][_image.ENV]): item for item in entries}
+
+
+def _entries(registry: Registry, tid: TreeId, tag: str, own: dict[str, Any]) -> list[dict[str, Any]]:
+    """The index's entries: those of the index there now (some pushed before platform tags existed), replaced
+    by every platform tag's manifest, and ours (even if the tag listing does not show our platform tag yet)."""
+    found = _by_env(_index_entries(registry, tag, registry.get_manifest(tag)))
+    found.update(_by_env(_platforms(registry, tid)))
+    found.update(_by_env([own]))
+    return list(found.values())
+
+
+def _platforms(registry: Registry, tid: TreeId) -> list[dict[str, Any]]:
+    """An index entry for each platform tag of ``tid``'s image that holds a manifest of this very tree for an
+    environment of its interpreter (any other is not ours to list, and is left out)."""
+    interpreter = "-".join(tid.env.split("-")[:2]) + "-"
+    entries = []
+    for name in sorted(registry.tags(platform_prefix(tid))):
+        got = registry.get_manifest(name)
+        if got is None:
+            continue  # gone since the listing
+        try:
+            document = _image.parse_json(got[0], registry.reference.tagged(name))
+        except InstallError:
+            continue
+        notes = document.get("annotations")
+        if not isinstance(notes, dict):
+            continue
+        env = notes.get(_image.ENV)
+        if (
+            document.get("mediaType") != _image.MANIFEST
+            or not isinstance(env, str)
+            or notes.get(_image.TREE) != tid.pin
+            or not env.startswith(interpreter)
+            or env.count("-") != 2
+        ):
+            continue
+        entries.append(_image.entry(env, platform_of(env), _image.Blob(got[0], _image.MANIFEST)))
+    return entries
+
+
+def _index_entries(registry: Registry, tag: str, got: tuple[bytes, str] | None) -> list[dict[str, Any]]:
+    """The entries of ours (each naming its environment) in the index ``got`` at ``tag``; none if it is not an
+    index of ours."""
     if got is None:
         return []
     try:
@@ -108,6 +183,6 @@ def _others(registry: Registry, tag: str, env: str) -> list[dict[str, Any]]:
     kept = []
     for item in document["manifests"]:
         notes = item.get("annotations") if isinstance(item, dict) else None
-        if isinstance(notes, dict) and isinstance(notes.get(_image.ENV), str) and notes[_image.ENV] != env:
+        if isinstance(notes, dict) and isinstance(notes.get(_image.ENV), str) and isinstance(item.get("digest"), str):
             kept.append(item)
     return kept

@@ -23,6 +23,8 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
                    r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$")  # fmt: skip
 _TAG_MAX = 128
+#: A platform part longer than this is hashed in a platform tag (manylinux_2_36_x86_64 is 21 characters).
+_PLATFORM_MAX = 40
 
 
 class Reference(NamedTuple):
@@ -73,6 +75,28 @@ def tag_for(tid: TreeId) -> str:
         tag = f"{tag[: _TAG_MAX - 17]}-{digest}"
     assert TAG.match(tag), tag
     return tag
+
+
+def platform_tag(tid: TreeId) -> str:
+    """This environment's own tag for the tree's image: ``<tag>--<platform>``, e.g.
+    ``pandas-2.2.3-cp311-cp311--manylinux_2_36_x86_64``. Only a pusher of that platform writes it, so no other
+    platform's push can lose it; the index at :func:`tag_for`'s tag is rebuilt from these. No tag of
+    :func:`tag_for` holds ``--`` (canonical names and versions hold no run of ``-``), so :func:`platform_prefix`
+    lists one tree's platform tags (and a pusher still reads each one's tree annotation before it trusts it)."""
+    tag, platform = tag_for(tid), tid.env.split("-", 2)[2]
+    if len(platform) > _PLATFORM_MAX:
+        platform = hashlib.sha256(platform.encode()).hexdigest()[:16]
+    room = _TAG_MAX - 2 - _PLATFORM_MAX  # the same for every platform: one prefix lists them all
+    if len(tag) > room:
+        tag = f"{tag[: room - 17]}-{hashlib.sha256(tag.encode()).hexdigest()[:16]}"
+    found = f"{tag}--{platform}"
+    assert TAG.match(found), found
+    return found
+
+
+def platform_prefix(tid: TreeId) -> str:
+    """What every platform tag of ``tid``'s image starts with."""
+    return platform_tag(tid).rsplit("--", 1)[0] + "--"
 
 
 #: Python's machine names -> OCI's architectures (GOARCH) and variants.

@@ -108,6 +108,7 @@ def _exclusive(scratch: str) -> Finding:
 def _hard_links(layout: Layout) -> Finding:
     """One link of a file of our own in staging/, where trees are composed from the store (see ``_dstore.links``).
     Two things rest on it: trees share the store's files (else each is a copy), and the install lock commits."""
+    from .._dstore.links import foreign
     from .._dstore.links import probe as links
 
     try:
@@ -116,6 +117,14 @@ def _hard_links(layout: Layout) -> Finding:
         why = error.strerror if isinstance(error, OSError) else str(error)
         return Finding("hard links", f"not probed ({why})", False, "nothing can be installed here")
     if found.taken:
+        # Our own file links; another UID's may not (fs.protected_hardlinks): then this UID's trees are copies.
+        try:
+            theirs = foreign(layout)
+        except (OSError, RepoUnusable):
+            theirs = None
+        if theirs is not None and theirs.refused is not None:
+            note = "each tree costs its bytes: run every pod with one runAsUser (and one fsGroup)"
+            return Finding("hard links", theirs.describe(), True, note)
         return Finding("hard links", found.describe(), True)
     if found.refused is not None:
         return Finding(

@@ -53,8 +53,9 @@ def closure(layout: Layout, tids: Sequence[TreeId]) -> list[Exported]:
             if not (one.url and one.sha256 and one.version):
                 raise InvalidInput(
                     f"{tid}: its record does not say which artifact {row.get('name')} {one.version} was installed "
-                    "from (installed before records held hashes, or by a uv that could not lock it); reinstall it "
-                    "(verify --repair) to export it"
+                    "from (installed before records held hashes, by a uv that could not lock it, or re-recorded "
+                    f"after a crash with no closure kept); install it again to export it: `repoinstall remove {tid}` "
+                    f"then `repoinstall ensure {tid}`"
                 )
             seen = found.setdefault(name, one)
             if (seen.version, seen.sha256) != (one.version, one.sha256):

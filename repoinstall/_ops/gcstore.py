@@ -25,8 +25,10 @@ import time
 from collections.abc import Callable
 
 from .. import _log
+from .._dstore import digests
 from .._dstore.held import Held, held
 from .._dstore.identity import split_leaf, stored_lock_key
+from .._dstore.inventory import Stored
 from .._store import walk as _walk
 from .._store.layout import OWNER_SUFFIX, STORE, STORE_LOCKS
 from .._store.lockformat import LOCK_SUFFIX, STATE_SUFFIX
@@ -154,6 +156,8 @@ class StoreCollection(Sweep):
                 _log.logger().info("kept %s: %s", path, again)
                 return
             self._discard("dist", parts[:-1], leaf, reason)
+            if not self.dry_run:
+                digests.forget(self.layout, Stored(env, name, leaf))  # its digest goes with it
 
         kept = self._with_dist_lock(stored_lock_key(env, name, leaf), step)
         if kept is not None:

@@ -14,7 +14,7 @@ from .._errors import InstallError, RepoUnusable
 from .._store.check import check, missing
 from .._store.lockkey import tree_key
 from .._store.things import Thing
-from .._store.tree import record_existing, set_aside
+from .._store.tree import drop, hold, put_back, record_existing
 from .verify import CHANGED, MISSING, UNREADABLE, UNRECORDED, verify
 
 if TYPE_CHECKING:
@@ -53,9 +53,24 @@ def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None
             status = check(layout, tid)
             if status.dist_info is not None and record_existing(layout, requested.text, tid, status.dist_info):
                 return "re-recorded"
-        set_aside(layout, tid)  # record first: from here the tree is missing, never seen half-removed
+        # Record first: from here the tree is missing, never seen half-removed. Kept in trash/ meanwhile.
+        held = hold(layout, tid)
     # The ordinary protocol reinstalls it (a peer that gets there first saves us the work).
-    ensure_tree(layout, locks, options, requested, tid)
+    try:
+        ensure_tree(layout, locks, options, requested, tid)
+    except BaseException:
+        # Never a clean report over a tree that vanished: put back as it was (damaged, recorded), so verify still
+        # names it and list and path still show it, until a repair can install it (its artifact's source is
+        # down, say). Under its lock, and only where nothing stands now.
+        if held is not None:
+            with locks.hold(tree_key(tid), gone=lambda: missing(layout, tid)):
+                if missing(layout, tid):
+                    put_back(layout, tid, held)
+                else:
+                    drop(layout, held)
+        raise
+    if held is not None:
+        drop(layout, held)
     return "reinstalled"
 
 

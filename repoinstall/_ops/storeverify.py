@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .._dstore import audit as _audit
-from .._dstore import strays
+from .._dstore import digests, strays
 from .._dstore.inventory import Stored, every, holders
 from .._store import fs as _fs
 from .._store.dists import RecordProblems
@@ -87,4 +87,11 @@ def verify_one(layout: Layout, stored: Stored, trees: tuple[TreeId, ...] = ()) -
         notes = (f"{len(found.problems.bytecode)} unrecorded bytecode file(s) (harmless)",)
     if found.problems:
         return DistReport(stored, path, CHANGED, found.problems, trees, notes, named)
+    if found.untrusted is not None:
+        return DistReport(stored, path, CHANGED, found.problems, trees, (*notes, found.untrusted), named)
+    if digests.kept(layout, stored) is None:
+        notes = (
+            *notes,
+            "no RECORD digest kept (stored by an earlier release): a RECORD changed with its files is not seen",
+        )
     return DistReport(stored, path, OK, found.problems, trees, notes, named)

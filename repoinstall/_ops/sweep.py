@@ -113,8 +113,7 @@ class Sweep:
             if not stat.S_ISDIR(info.st_mode):
                 return  # a symlink or file: said where it stands
             if not os.access(path, os.R_OK | os.X_OK, effective_ids=True) or depth == len(parts):
-                mode = stat.S_IMODE(info.st_mode)
-                why = f"uid {os.geteuid()} may not read it (owner uid {info.st_uid}, mode {mode:04o})"
+                why = f"uid {os.geteuid()} may not read it ({_fs.ownership(info, group=False)})"
                 self._leave_alone(path, why, Thing.DIRECTORY)
                 return
 

@@ -1,9 +1,10 @@
 """What each tree was installed from, kept so that it comes back the same: ``closures/<env>/<name>/<leaf>.json``.
 
 When a tree is first recorded with every distribution's artifact known (its sha256, and the URL it came from),
-its closure is written here: one requirement line per distribution, ``name @ URL --hash=sha256:...``. From then
+its closure is written here: one pin per distribution (kept as the requirement line an installer reads,
+``name @ URL --hash=sha256:...``, beside its ``name==version``: see :mod:`.pin`). From then
 on, whoever installs that tree again (``verify --repair``, an ensure after ``gc`` or ``remove`` took it away)
-installs exactly those lines with ``--no-deps --require-hashes``: the same versions from the same artifacts,
+installs exactly those pins with ``--no-deps --require-hashes``: the same versions from the same artifacts,
 never a fresh resolution that might pick a newer dependency. A closure is small and is never removed with its
 tree; ``remove --forget`` drops it with the tree, for the one who wants the next install resolved afresh.
 
@@ -21,18 +22,23 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from . import fs as _fs
 from .identity import TreeId, canonical_name, is_locked, is_set
 from .layout import CLOSURES, Layout
+from .pin import Pin, pins_of
 
 if TYPE_CHECKING:
-    from .manifest import TreeEntry
+    from .manifest import Artifact, TreeEntry
 
 _SUFFIX = ".json"
 
 
 class Closure(NamedTuple):
-    """The requirement lines a tree is installed from, and ``name==version`` of each distribution."""
+    """The pins a tree is installed from: one per distribution, sorted."""
 
-    lines: tuple[str, ...]
-    members: tuple[str, ...]
+    pins: tuple[Pin, ...]
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """``name==version`` of each distribution, sorted."""
+        return tuple(sorted(pin.member for pin in self.pins))
 
 
 def of_record(tid: TreeId, record: TreeEntry) -> Closure | None:
@@ -41,7 +47,7 @@ def of_record(tid: TreeId, record: TreeEntry) -> Closure | None:
     metapackage is not in it: repoinstall makes that one itself."""
     from .manifest import recorded_dists
 
-    lines, members = [], []
+    pins = []
     for row in recorded_dists(record):
         name = canonical_name(row.get("name", ""))
         if (is_set(tid.name) or is_locked(tid.name)) and name == tid.name:
@@ -50,14 +56,22 @@ def of_record(tid: TreeId, record: TreeEntry) -> Closure | None:
         if not (name and sha256 and version) or any(c.isspace() for c in url + sha256 + version):
             return None
         # From where it came; from the index, by its version and hash, when no URL was reported.
-        lines.append(f"{name} @ {url} --hash=sha256:{sha256}" if url else f"{name}=={version} --hash=sha256:{sha256}")
-        members.append(f"{name}=={version}")
-    return Closure(tuple(sorted(lines)), tuple(sorted(members))) if lines else None
+        pins.append(Pin(name, version, url, (f"sha256:{sha256}",)))
+    return Closure(tuple(sorted(pins))) if pins else None
+
+
+def artifacts(closure: Closure) -> tuple[Artifact, ...]:
+    """The artifact of each distribution ``closure`` names (its version, sha256 and URL from its pin), for a
+    record re-made without an installer: what the tree was installed from, as first recorded."""
+    from .manifest import Artifact
+
+    return tuple(Artifact(pin.name, pin.version, pin.sha256, pin.url) for pin in closure.pins if pin.sha256)
 
 
 def write(layout: Layout, tid: TreeId, closure: Closure) -> None:
     """Keep ``closure`` as ``tid``'s (atomically; the same content from every writer of one tree)."""
-    data = json.dumps({"lines": list(closure.lines), "members": list(closure.members)}, indent=1) + "\n"
+    lines = sorted(pin.line() for pin in closure.pins)
+    data = json.dumps({"lines": lines, "members": list(closure.members)}, indent=1) + "\n"
     directory = _fs.make_dirs(layout.writable_fd(), (CLOSURES, tid.env, tid.name), layout.root)
     try:
         _fs.write_atomic(directory, tid.leaf + _SUFFIX, data.encode())
@@ -77,7 +91,8 @@ def read(layout: Layout, tid: TreeId) -> Closure | None:
     except (ValueError, KeyError, TypeError):
         return None
     if all(type(v) is list and v and all(type(s) is str and s.strip() == s for s in v) for v in (lines, members)):
-        return Closure(tuple(lines), tuple(members))
+        pins = pins_of(lines, members)
+        return None if pins is None else Closure(tuple(sorted(pins)))
     return None
 
 

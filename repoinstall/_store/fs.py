@@ -82,12 +82,41 @@ def _forbidden(path: str) -> Unreadable | None:
     need = os.R_OK | os.X_OK if stat.S_ISDIR(info.st_mode) else os.R_OK
     if os.access(path, need, effective_ids=True):
         return None
-    mode = stat.S_IMODE(info.st_mode)
     return Unreadable(
-        f"{path}: permission denied: uid {os.geteuid()} cannot read it (owner uid {info.st_uid}, gid {info.st_gid}, "
-        f"mode {mode:04o}); pods sharing a repo need group read access to it (one fsGroup, umask 002) or one "
-        "runAsUser"
+        f"{path}: permission denied: uid {os.geteuid()} cannot read it ({ownership(info)}); pods sharing a repo "
+        "need group read access to it (one fsGroup, umask 002) or one runAsUser"
     )
+
+
+def _refusal(where: str, parts: Sequence[str], index: int, error: OSError, *, create: bool) -> Unreadable:
+    """Why this UID could not open (or make) ``parts[index]`` on the way down from ``where``: a directory it may
+    not read or search, or the one it may not create in, named with its owner and mode."""
+    for depth in range(1, index + 2):
+        if (found := _forbidden(os.path.join(where, *parts[:depth]))) is not None:
+            return found
+    parent = os.path.join(where, *parts[:index])
+    try:
+        info = os.stat(parent, follow_symlinks=False)
+    except OSError:
+        info = None
+    if create and info is not None and not os.access(parent, os.W_OK | os.X_OK, effective_ids=True):
+        return Unreadable(
+            f"{parent}: permission denied: uid {os.geteuid()} cannot create {parts[index]} in it ({ownership(info)}); "
+            "pods sharing a repo need group write access to it (one fsGroup, umask 002) or one runAsUser"
+        )
+    return denied(where, error, parts[: index + 1])
+
+
+def ownership(info: os.stat_result, *, group: bool = True) -> str:
+    """``owner uid 0 (root), gid 1001, mode 2700``: who may read a file, for a line about a refusal. The owner's
+    name is shown where this host knows it (a pod may not: its uid is then the name)."""
+    import pwd
+
+    try:
+        owner = f"owner uid {info.st_uid} ({pwd.getpwuid(info.st_uid).pw_name})"
+    except KeyError:
+        owner = f"owner uid {info.st_uid}"
+    return f"{owner}{f', gid {info.st_gid}' if group else ''}, mode {stat.S_IMODE(info.st_mode):04o}"
 
 
 def stale(error: BaseException) -> bool:
@@ -293,7 +322,11 @@ def _descend(dir_fd: int, parts: Sequence[str], where: str, *, create: bool) -> 
     fd = os.dup(dir_fd)
     try:
         for index, part in enumerate(parts):
-            found = _step(fd, part, create=create)
+            try:
+                found = _step(fd, part, create=create)
+            except PermissionError as error:
+                # Which directory on the way refused this UID, with its owner and mode (not just the name).
+                raise _refusal(where, parts, index, error, create=create) from None
             if isinstance(found, OSError):
                 raise RepoUnusable(in_the_way(fd, part, os.path.join(where, *parts[: index + 1]))) from None
             os.close(fd)
@@ -368,8 +401,9 @@ def set_group_mode(fd: int, mode: int) -> None:
 IN_THE_WAY = frozenset({errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST})
 
 
-def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
-    """Write ``name`` in ``dir_fd`` through a temporary file and one rename, so readers see all of it or none.
+def write_atomic(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE) -> None:
+    """Write ``name`` in ``dir_fd`` through a temporary file and one rename, so readers see all of it or none;
+    ``mode``: the group's by default, ``0o600`` for what only this UID may read.
 
     The temporary file never outlives a failure or an interrupt; a directory in the way of ``name`` fails with
     an error naming ``name`` (not the temporary file)."""
@@ -382,12 +416,12 @@ def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
         # removed. The window left is that exception arriving before the descriptor is bound to ``fd`` and the
         # inner try is entered: then the descriptor alone is not closed here (the exiting process closes it).
         try:
-            fd = os.open(tmp, _CREATE_FLAGS, FILE_MODE, dir_fd=dir_fd)
+            fd = os.open(tmp, _CREATE_FLAGS, mode, dir_fd=dir_fd)
         except OSError:
             created = False  # O_EXCL: nothing was created, and whatever is at ``tmp`` is not ours to remove
             raise
         try:
-            set_group_mode(fd, FILE_MODE)
+            set_group_mode(fd, mode)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from packaging.version import InvalidVersion, Version
@@ -40,15 +41,36 @@ def is_set(name: str) -> bool:
     return _SET_NAME.match(name) is not None
 
 
-#: Project names of trees that hold a lock file's packages (see ``_install.locked``): the prefix and 16 hex digits
-#: of the lock's key for this environment (the set of name, version and artifact hash it installs here).
+#: Project names of trees that hold a lock file's packages (see ``_install.locked``): the prefix, the names of the
+#: distributions the lock installs here (as many as fit) and 10 hex digits of its closure's key for this
+#: environment (the set of name, version and artifact hash it installs here): ``locked-numpy-pandas-3f9a2c1d0e``.
+#: Trees recorded before are named by the prefix and 16 hex digits of that key alone, and stay so.
 LOCK_PREFIX = "locked-"
-_LOCK_NAME = re.compile(rf"^{LOCK_PREFIX}[0-9a-f]{{16}}$")
+_LOCK_NAME = re.compile(rf"^{LOCK_PREFIX}(?:[0-9a-f]{{16}}|[a-z0-9][a-z0-9-]*-[0-9a-f]{{10}})$")
+#: How many characters of distribution names a lock tree's name holds before the rest are counted instead.
+_NAMES_WIDTH = 48
 
 
 def is_locked(name: str) -> bool:
-    """Whether a tree's project name is that of a lock file's tree."""
+    """Whether a tree's project name is that of a lock file's tree (either shape)."""
     return _LOCK_NAME.match(name) is not None
+
+
+def legacy_lock_name(key: str) -> str:
+    """The name a lock file's tree with closure key ``key`` had before trees were named for what they hold."""
+    return LOCK_PREFIX + key[:16]
+
+
+def lock_name(key: str, names: Sequence[str]) -> str:
+    """A lock file's tree's name: the canonical ``names`` it holds (as many as fit, then how many more) and 10 hex
+    digits of its closure's ``key``."""
+    shown: list[str] = []
+    for number, name in enumerate(names):
+        if shown and len("-".join([*shown, name])) > _NAMES_WIDTH:
+            shown.append(f"and-{len(names) - number}-more")
+            break
+        shown.append(name[:_NAMES_WIDTH].rstrip("-"))
+    return f"{LOCK_PREFIX}{'-'.join(shown or ['nothing'])}-{key[:10]}"
 
 
 def normal_version(text: str) -> str:

@@ -19,13 +19,15 @@ from .things import Thing, thing_at
 
 
 class Obstacle(NamedTuple):
-    """A non-directory at ``path``, where a directory of the repo belongs."""
+    """A non-directory at ``path``, where a directory of the repo belongs; or a directory there this UID may not
+    read (``why`` says whose it is and its mode): nothing below it can be looked at or installed."""
 
     path: str
     thing: Thing
+    why: str = ""
 
     def describe(self) -> str:
-        return f"{self.thing.named} where a repo directory belongs"
+        return self.why or f"{self.thing.named} where a repo directory belongs"
 
     def as_dict(self) -> dict[str, str]:
         return {"path": self.path, "kind": self.thing.key, "problem": self.describe()}
@@ -46,13 +48,14 @@ def below(layout: Layout, top: str, levels: int = 2) -> list[Obstacle]:
 
 
 def _scan(layout: Layout, root: int, parts: tuple[str, ...], levels: int, found: list[Obstacle]) -> None:
-    if levels == 0:
-        return
     try:
-        fd = _fs.open_dir(root, parts)
+        fd = _fs.open_dir(root, parts)  # at the last level too: one this UID may not list is named
     except PermissionError:
-        return  # another UID's: what cannot be listed is reported by whoever needs it
-    if fd is None:
+        fd = None
+        unreadable(layout, parts, found)
+    if fd is None or levels == 0:
+        if fd is not None:
+            os.close(fd)
         return
     try:
         listed = _walk.entries(fd)
@@ -66,3 +69,17 @@ def _scan(layout: Layout, root: int, parts: tuple[str, ...], levels: int, found:
             _scan(layout, root, (*parts, name), levels - 1, found)
         elif (thing := things.get(name)) is not None:
             found.append(Obstacle(layout.path(*parts, name), thing))
+
+
+def unreadable(layout: Layout, parts: tuple[str, ...], found: list[Obstacle]) -> None:
+    """Add the directory ``parts`` that this UID may not list (another UID's private one) to ``found``, with its
+    owner and mode, unless a directory above it was named already."""
+    path = layout.path(*parts)
+    if any(path.startswith(other.path + os.sep) for other in found):
+        return
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return  # gone since
+    why = f"uid {os.geteuid()} may not read it ({_fs.ownership(info)}): nothing below it can be checked"
+    found.append(Obstacle(path, Thing.DIRECTORY, why))

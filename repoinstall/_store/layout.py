@@ -7,6 +7,7 @@
     <repo>/closures/<env>/<name>/<version>[extras].json what a tree was installed from, kept when it goes
     <repo>/store/<env>/<name>/<version>-<sha16>/        each installed distribution once, trees link to it
     <repo>/store-locks/<env>/<name>/<leaf>.lock         a stored distribution's lock (and a cold store's batch)
+    <repo>/store-digests/<env>/<name>/<leaf>.json       the sha256 of a stored distribution's RECORD, as stored
     <repo>/cache/index/                                 answers from package indexes
     <repo>/staging/<env>/<tree>.<host>.<pid>.<random>/  a private staging dir per install attempt
     <repo>/trash/                                       what is being removed, renamed aside before deletion
@@ -42,6 +43,9 @@ STORE = "store"
 #: The locks of stored distributions, ``store-locks/<env>/<name>/<leaf>.lock``: apart from ``locks/``, whose
 #: readers (gc, ``locks``) take every lock there for a tree's.
 STORE_LOCKS = "store-locks"
+#: A digest of each stored distribution's RECORD, kept apart from it (see repoinstall._dstore.digests):
+#: ``store-digests/<env>/<name>/<leaf>.json``.
+STORE_DIGESTS = "store-digests"
 RECORD_SUFFIX = ".json"
 #: The repo's statement of its format and lock protocol (see repoformat), at its top.
 FORMAT_FILE = "format"
@@ -328,6 +332,21 @@ class Layout:
         ``None`` if it was not there, ``True`` once deleted, ``False`` if set aside but not wholly deleted (gc
         finishes it later). Raises :class:`RepoUnusable` if ``parts`` or trash/ is a symlink or file.
         """
+        target = self.to_trash(parts, name, label)
+        if target is None:
+            return None
+        from .walk import remove  # here: the warm path discards nothing
+
+        trash = _fs.make_dirs(self.writable_fd(), (TRASH,), self.root)
+        try:
+            return remove(trash, target)
+        finally:
+            os.close(trash)
+
+    def to_trash(self, parts: tuple[str, ...], name: str, label: str) -> str | None:
+        """Take ``parts/name`` out of the repo's view by one rename into trash/ (a symlink is moved, never
+        followed) and leave it there: its name in trash/, or ``None`` if it was not there. Deleting it is the
+        caller's (:meth:`discard`), or gc's once it is older than ``--older-than``."""
         root = self.writable_fd()
         parent = _fs.open_dir(root, parts)
         if parent is None:
@@ -346,9 +365,7 @@ class Layout:
                     if not _let_owner_write(parent, name):
                         raise
                     os.rename(name, target, src_dir_fd=parent, dst_dir_fd=trash)
-                from .walk import remove  # here: the warm path discards nothing
-
-                return remove(trash, target)
+                return target
             finally:
                 os.close(trash)
         finally:

@@ -44,6 +44,11 @@ class IndexServer:
         self.holds: dict[str, threading.Event] = {}
         self.started: Counter[str] = Counter()
         self.completed: Counter[str] = Counter()
+        #: Downloads being sent right now, and the most there were at once.
+        self.sending = 0
+        self.peak_sending = 0
+        #: Downloads per (file, client): the first word of the User-Agent (``pip``, ``uv``, ``repoinstall``).
+        self.clients: Counter[tuple[str, str]] = Counter()
         self.slow_in_flight = 0  # slow page answers being held back right now
         self.pages: Counter[str] = Counter()  # project -> requests for its /simple/ page
         self.page_faults: list[str] = []
@@ -54,6 +59,9 @@ class IndexServer:
         #: Give each file's sha256 in the pages, as PyPI, pypiserver and devpi do (``#sha256=`` in HTML, ``hashes``
         #: in JSON). Off: a plain find-links page, where an installer must download a file to learn its hash.
         self.hashes = True
+        #: Answer byte ranges (``Range``), as PyPI's file host does. Off: a plain static server, which sends the
+        #: whole file for any GET (a download) and says nothing of ranges.
+        self.ranges = True
         self._lock = threading.Lock()
         server = self
 
@@ -95,7 +103,8 @@ class IndexServer:
                 if self.headers.get("If-None-Match") == etag:
                     self._send(304, b"", "application/octet-stream", ETag=etag)
                     return
-                if (wanted := _byte_range(self.headers.get("Range"), len(body))) is not None:
+                wanted = _byte_range(self.headers.get("Range"), len(body)) if server.ranges else None
+                if wanted is not None:
                     # A part (uv reads a wheel's METADATA this way before it downloads it): not a download.
                     first, last = wanted
                     extra = {"Content-Range": f"bytes {first}-{last}/{len(body)}", "ETag": etag}
@@ -103,13 +112,20 @@ class IndexServer:
                     return
                 with server._lock:
                     server.started[name] += 1
-                for prefix, delay in server.delays.items():
-                    if name.startswith(prefix):
-                        time.sleep(delay)
-                for prefix, hold in server.holds.items():
-                    if name.startswith(prefix):
-                        hold.wait()
-                self._send(200, body, "application/octet-stream", ETag=etag, **{"Cache-Control": _IMMUTABLE})
+                    server.sending += 1
+                    server.peak_sending = max(server.peak_sending, server.sending)
+                    server.clients[(name, (self.headers.get("User-Agent") or "").split("/")[0].split(" ")[0])] += 1
+                try:
+                    for prefix, delay in server.delays.items():
+                        if name.startswith(prefix):
+                            time.sleep(delay)
+                    for prefix, hold in server.holds.items():
+                        if name.startswith(prefix):
+                            hold.wait()
+                    self._send(200, body, "application/octet-stream", ETag=etag, **{"Cache-Control": _IMMUTABLE})
+                finally:
+                    with server._lock:
+                        server.sending -= 1
                 with server._lock:
                     server.completed[name] += 1
 
@@ -123,7 +139,8 @@ class IndexServer:
                     self.send_response(200)
                     self.send_header("Content-Type", "application/octet-stream")
                     self.send_header("Content-Length", str(path.stat().st_size))
-                    self.send_header("Accept-Ranges", "bytes")
+                    if server.ranges:
+                        self.send_header("Accept-Ranges", "bytes")
                 self.end_headers()
 
             def _project(self, project: str) -> None:

@@ -60,9 +60,11 @@ def registry(
     users: dict[str, str] | None = None,
     certificate: Path | None = None,
     client_ca: Path | None = None,
+    auth: list[str] | None = None,
 ) -> Iterator[Registry]:
     """A registry serving from ``directory``; ``users``: htpasswd auth; ``certificate``: TLS with this PEM (its
-    certificate and key); ``client_ca``: client certificates signed by it required."""
+    certificate and key); ``client_ca``: client certificates signed by it required; ``auth``: the config's
+    ``auth:`` lines instead (a token service's, :mod:`tokenauth`)."""
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
     lines = ["version: 0.1", "log:", "  level: error", "storage:", "  filesystem:",
@@ -75,6 +77,8 @@ def registry(
     if users:
         (directory / "htpasswd").write_text("".join(htpasswd_line(u, p) + "\n" for u, p in users.items()))
         lines += ["auth:", "  htpasswd:", "    realm: tests", f"    path: {directory / 'htpasswd'}"]
+    elif auth:
+        lines += auth
     (directory / "config.yml").write_text("\n".join(lines) + "\n")
     log = open(directory / "registry.log", "wb")  # noqa: SIM115
     process = subprocess.Popen(

@@ -127,7 +127,7 @@ def test_a_fresh_entry_is_a_hit_unless_it_is_not_valid(cache: IndexCache, tmp_pa
     assert cache.read("k", valid=_well_formed) is None
 
 
-LINK = ["demo_pkg-1.0-py3-none-any.whl", "https://example/demo_pkg-1.0-py3-none-any.whl", None, False, True]
+LINK = ["demo_pkg-1.0-py3-none-any.whl", "https://example/demo_pkg-1.0-py3-none-any.whl", None, False, True, "ab" * 32]
 
 
 @pytest.mark.parametrize(
@@ -150,7 +150,8 @@ def test_a_garbled_listing_is_not_well_formed(entry: dict[str, object]) -> None:
 
 
 def test_a_listing_round_trips_through_its_entry() -> None:
-    links = (Link(*LINK[:2]), Link(LINK[0], LINK[1], ">=3.8", True, False))
+    links = (Link(*LINK[:2]), Link(LINK[0], LINK[1], ">=3.8", True, False), Link(*LINK))
     entry = json.loads(json.dumps(_entry(_from_entry({"found": True, "links": [list(x) for x in links]}), "s", "p")))
     assert _well_formed(entry) and _from_entry(entry).links == links
     assert _well_formed({"found": True, "links": [LINK[:2]]})  # older, shorter rows: the defaults
+    assert _well_formed({"found": True, "links": [LINK[:5]]})  # a release before sha256 was kept

@@ -12,6 +12,7 @@ from repoinstall._install.backends.run import hash_mismatch, unavailable
 from repoinstall._install.locked import _metapackage, artifacts_of, request
 from repoinstall._lockfile.model import PYLOCK, Lock, LockedPackage
 from repoinstall._store.identity import TreeId
+from repoinstall._store.pin import Pin
 
 SHA = "a" * 64
 
@@ -24,14 +25,16 @@ def _lock(url: str) -> Lock:
 
 def test_a_lock_tree_keeps_no_credentials_in_its_metapackage() -> None:
     requested = request(_lock("https://user:s3cret@files.example/dep-1.0-py3-none-any.whl"))
-    assert requested.locked == (
-        f"dep @ https://user:s3cret@files.example/dep-1.0-py3-none-any.whl --hash=sha256:{SHA}",
-    )
+    assert [pin.line() for pin in requested.locked] == [
+        f"dep @ https://user:s3cret@files.example/dep-1.0-py3-none-any.whl --hash=sha256:{SHA}"
+    ]
     tid = TreeId("env", requested.name, Version("1"))
     _, data = _metapackage(tid, requested)
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         kept = json.loads(archive.read(f"{tid.name.replace('-', '_')}-1.dist-info/lock.json"))
-    assert kept["lines"] == [f"dep @ https://files.example/dep-1.0-py3-none-any.whl --hash=sha256:{SHA}"]
+    # Of the closure alone: the same bytes whatever URL the lock gives (the record says where it came from).
+    assert kept["lines"] == [f"dep==1.0 --hash=sha256:{SHA}"]
+    assert _metapackage(tid, request(_lock("file:///elsewhere/dep-1.0-py3-none-any.whl")))[1] == data
     assert b"s3cret" not in data
     # The same lock makes the same bytes: its hash does not change from one install to the next.
     assert _metapackage(tid, requested)[1] == data
@@ -39,11 +42,11 @@ def test_a_lock_tree_keeps_no_credentials_in_its_metapackage() -> None:
 
 def test_artifacts_of_a_pinned_install() -> None:
     requested = request(_lock("https://user:pw@files.example/dep-1.0-py3-none-any.whl"))
-    [artifact] = artifacts_of(requested)
+    [artifact] = artifacts_of(requested.locked)
     assert (artifact.name, artifact.version, artifact.sha256) == ("dep", "1.0", SHA)
     assert artifact.url == "https://files.example/dep-1.0-py3-none-any.whl"
-    several = requested._replace(locked=(f"dep==1.0 --hash=sha256:{SHA} --hash=sha256:{'b' * 64}",))
-    assert artifacts_of(several) == ()  # which of the two was taken, only the installer knows
+    several = Pin("dep", "1.0", "", (f"sha256:{SHA}", f"sha256:{'b' * 64}"))
+    assert artifacts_of([several]) == ()  # which of the two was taken, only the installer knows
 
 
 PIP_MISMATCH = f"""ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you have updated ...

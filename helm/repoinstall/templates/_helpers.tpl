@@ -116,6 +116,15 @@ appear here: they come from a Secret through the environment (PIP_INDEX_URL, NET
 {{- if .Values.install.together }}
 - --together
 {{- end }}
+{{- with .Values.registry.repository }}
+- --from
+- {{ . | quote }}
+- --registry-timeout
+- {{ $.Values.registry.timeout | quote }}
+{{- if $.Values.registry.plainHttp }}
+- --plain-http
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{- define "repoinstall.env" -}}
@@ -148,6 +157,14 @@ appear here: they come from a Secret through the environment (PIP_INDEX_URL, NET
 - name: NETRC
   value: /etc/repoinstall/netrc/{{ .Values.index.netrcKey }}
 {{- end }}
+{{- if and .Values.registry.repository .Values.registry.existingSecret }}
+- name: REGISTRY_AUTH_FILE
+  value: /etc/repoinstall/registry/config.json
+{{- end }}
+{{- if and .Values.registry.repository .Values.registry.caSecret }}
+- name: REPOINSTALL_REGISTRY_CA
+  value: /etc/repoinstall/registry-ca/{{ .Values.registry.caKey }}
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
@@ -172,6 +189,16 @@ appear here: they come from a Secret through the environment (PIP_INDEX_URL, NET
 {{- if include "repoinstall.lockKey" . }}
 - name: repoinstall-lock
   mountPath: /etc/repoinstall/lock
+  readOnly: true
+{{- end }}
+{{- if and .Values.registry.repository .Values.registry.existingSecret }}
+- name: repoinstall-registry-auth
+  mountPath: /etc/repoinstall/registry
+  readOnly: true
+{{- end }}
+{{- if and .Values.registry.repository .Values.registry.caSecret }}
+- name: repoinstall-registry-ca
+  mountPath: /etc/repoinstall/registry-ca
   readOnly: true
 {{- end }}
 {{- end }}
@@ -199,6 +226,20 @@ It ensures the requirements (a no-op, in milliseconds, once they are installed) 
 The repoinstall container: `repoinstall ensure` of the requirements.
 */}}
 {{- define "repoinstall.container" -}}
+{{- include "repoinstall.containerFor" (dict "root" . "push" false) }}
+{{- end }}
+
+{{/*
+The prewarm Job's container: the same, and with registry.repository and registry.push, `--push` too (the
+trees it installed from an index go to the registry; init containers only pull).
+*/}}
+{{- define "repoinstall.prewarmContainer" -}}
+{{- include "repoinstall.containerFor" (dict "root" . "push" (and .Values.registry.repository .Values.registry.push)) }}
+{{- end }}
+
+{{- define "repoinstall.containerFor" -}}
+{{- $push := .push }}
+{{- with .root }}
 - name: repoinstall
   image: {{ include "repoinstall.image" . }}
   imagePullPolicy: {{ .Values.image.pullPolicy }}
@@ -206,6 +247,9 @@ The repoinstall container: `repoinstall ensure` of the requirements.
   command: {{ toJson .Values.command }}
   args:
     {{- include "repoinstall.ensureArgs" . | nindent 4 }}
+    {{- if $push }}
+    - --push
+    {{- end }}
   env:
     {{- include "repoinstall.env" . | nindent 4 }}
   volumeMounts:
@@ -218,6 +262,7 @@ The repoinstall container: `repoinstall ensure` of the requirements.
   resources:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -284,6 +329,25 @@ PUBLIC: the volumes the init container (and the workload's repo mount) need.
       - key: {{ . | quote }}
         path: {{ . | quote }}
 {{- end }}
+{{- if and .Values.registry.repository .Values.registry.existingSecret }}
+- name: repoinstall-registry-auth
+  secret:
+    secretName: {{ .Values.registry.existingSecret }}
+    defaultMode: 0400
+    {{- /* Only the Docker config JSON, as the file auth tools read: a Secret without that key fails the pod at once. */}}
+    items:
+      - key: {{ .Values.registry.secretKey | quote }}
+        path: config.json
+{{- end }}
+{{- if and .Values.registry.repository .Values.registry.caSecret }}
+- name: repoinstall-registry-ca
+  secret:
+    secretName: {{ .Values.registry.caSecret }}
+    defaultMode: 0444
+    items:
+      - key: {{ .Values.registry.caKey | quote }}
+        path: {{ .Values.registry.caKey | quote }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -317,7 +381,12 @@ annotations:
 {{- define "repoinstall.podSettings" -}}
 {{- /* repoinstall never talks to the Kubernetes API: no token in its pods. */}}
 automountServiceAccountToken: false
-{{- with .Values.imagePullSecrets }}
+{{- /* Image volumes are pulled with the pod's pull secrets: the registry's Secret joins them. */}}
+{{- $secrets := .Values.imagePullSecrets | default list }}
+{{- if and .Values.imageVolumes.trees .Values.registry.existingSecret }}
+{{- $secrets = append $secrets (dict "name" .Values.registry.existingSecret) }}
+{{- end }}
+{{- with $secrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -336,5 +405,55 @@ tolerations:
 {{- with .Values.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+PUBLIC: Kubernetes image volumes, one per imageVolumes.trees entry (KEP-4639: the node's runtime pulls the
+image once, shares its layers by digest, and mounts it read-only; each layer is one stored distribution at its
+path in the tree, so the mount is the tree). Empty without trees. With imageMounts and imagePythonPath:
+
+    volumes:
+      {{- include "repoinstall.imageVolumes" . | nindent 8 }}
+    containers:
+      - env:
+          {{- include "repoinstall.imagePythonPath" . | nindent 10 }}
+        volumeMounts:
+          {{- include "repoinstall.imageMounts" . | nindent 10 }}
+*/}}
+{{- define "repoinstall.imageVolumes" -}}
+{{- range .Values.imageVolumes.trees }}
+- name: tree-{{ .name }}
+  image:
+    reference: {{ .reference | quote }}
+    {{- with .pullPolicy }}
+    pullPolicy: {{ . }}
+    {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+PUBLIC: the image volumes' mounts, read-only at imageVolumes.mountRoot/NAME.
+*/}}
+{{- define "repoinstall.imageMounts" -}}
+{{- range .Values.imageVolumes.trees }}
+- name: tree-{{ .name }}
+  mountPath: {{ printf "%s/%s" $.Values.imageVolumes.mountRoot .name | quote }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/*
+PUBLIC: PYTHONPATH with every image volume's mount, in the order of imageVolumes.trees (the first wins a
+module two trees hold).
+*/}}
+{{- define "repoinstall.imagePythonPath" -}}
+{{- $paths := list }}
+{{- range .Values.imageVolumes.trees }}
+{{- $paths = append $paths (printf "%s/%s" $.Values.imageVolumes.mountRoot .name) }}
+{{- end }}
+{{- with $paths }}
+- name: PYTHONPATH
+  value: {{ join ":" . | quote }}
 {{- end }}
 {{- end }}

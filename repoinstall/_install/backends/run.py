@@ -8,6 +8,7 @@ file is listed in some RECORD. What they differ in stays inside their module.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -20,6 +21,8 @@ from ..._requirements import Requested
 from ..._store.manifest import Artifact
 
 _TAIL_LINES = 12
+#: In the scratch dir: a pinned install's requirements file, one line per pin.
+PINS = "pinned-requirements.txt"
 
 
 class Backend(Protocol):
@@ -64,33 +67,65 @@ def backend(name: str) -> Backend:
 
 def install(options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str, what: str) -> Built:
     """Install ``pin`` into the empty ``target``; :class:`InstallError` with the installer's last lines if it fails.
+    A pinned install (``requested.locked``) installs its pins, ``pin`` unused: their requirements file is written
+    here, the one place their lines are rendered.
 
     ``scratch`` is the staging dir's private temporary directory: the installer's builds and downloads go there
     (``TMPDIR``), on the repo's filesystem, removed with the staging dir and visible to gc if it is killed."""
     from ..._pipconfig import index_config
 
-    index_config(options)  # every index URL readable, or one line (exit 2) before an installer could show a password
+    # Every index URL readable, or one line (exit 2) before an installer could show a password.
+    config = index_config(options)
+    sources = (*config.index_urls, *config.find_links)
+    copies: dict[str, str] = {}
+    if requested.locked:
+        # What the installer reads is the lock's local file as checked, not whatever stands at its name now.
+        from dataclasses import replace
+
+        from ..localcopy import private_copies
+
+        copies = private_copies(requested.locked, scratch)
+        told = tuple(replace(one, url=copies.get(one.url, one.url)) for one in requested.locked)
+        pin = os.path.join(scratch, PINS)
+        # 0600: a URL in it may carry a password, and a killed run leaves it until gc (staging/ is shared).
+        with open(pin, "w", encoding="utf-8", opener=lambda path, flags: os.open(path, flags, 0o600)) as handle:
+            handle.write("".join(one.line() + "\n" for one in told))
     chosen = backend(options.installer)
     env = chosen.environment(options)
     env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
     # --install-timeout bounds the installer's whole work, however many runs it takes.
     deadline = time.monotonic() + options.timeout
     if (first := chosen.prepare(options, requested, pin, scratch)) is not None:
-        run(first, env, options.timeout, what, chosen.name)
+        run(first, env, options.timeout, what, chosen.name, sources=sources)
     command = chosen.command(options, target, requested, pin, scratch)
     left = deadline - time.monotonic()
     if left <= 0:
         raise InstallError(f"{what}: {chosen.name} did not finish within {options.timeout:g}s (see --install-timeout)")
     pinned = bool(requested.locked)
-    run(command, env, left, what, chosen.name, limit=options.timeout, announce=first is None, pinned=pinned)
+    run(
+        command,
+        env,
+        left,
+        what,
+        chosen.name,
+        limit=options.timeout,
+        announce=first is None,
+        pinned=pinned,
+        sources=sources,
+    )
     chosen.settle(target)
     artifacts = chosen.closure(target, requested, scratch)
     if requested.locked:
         # What a pinned install was told to take, for what the installer did not report itself.
+        from ..._store.identity import canonical_name
         from ..locked import artifacts_of
 
-        reported = {a.name for a in artifacts}
-        artifacts += tuple(a for a in artifacts_of(requested) if a.name not in reported)
+        reported = {canonical_name(a.name) for a in artifacts}
+        artifacts += tuple(a for a in artifacts_of(requested.locked) if a.name not in reported)
+    if copies:
+        # Recorded as the lock named them, not as the private copies, which go with the scratch dir.
+        named = {private: original for original, private in copies.items()}
+        artifacts = tuple(a._replace(url=named.get(a.url, a.url)) for a in artifacts)
     if requested.members:
         # A set's metapackage is a wheel we wrote into the scratch dir, gone with it: its hash, and no URL.
         from packaging.utils import canonicalize_name
@@ -110,13 +145,15 @@ def run(
     limit: float | None = None,
     announce: bool = True,
     pinned: bool = False,
+    sources: tuple[str, ...] = (),
 ) -> None:
     """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure.
     With ``-v``, its command line and its whole output are logged (credentials in URLs hidden).
 
     Once this thread's batch or the process is stopping (see :mod:`repoinstall._stop`), no installer starts and a
     running one is killed: :class:`Interrupted`, and the caller's staging dir and lock are cleaned up as for any
-    failure."""
+    failure. ``sources``: the indexes and find-links the installer reads, named (credentials hidden) when it
+    crashes on what one of them answered."""
     import shlex
 
     from ... import _log
@@ -159,6 +196,8 @@ def run(
             raise InstallError(f"{what}: {mismatch}")  # one line: which artifact, and both hashes
         if pinned and (gone := unavailable(output)) is not None:
             raise ArtifactGone(f"{what}: {gone}")  # one line: which artifact of the pinned closure is gone
+        if (crash := crashed(output, installer, sources)) is not None:
+            raise InstallError(f"{what}: {crash}")  # one line, not the tail of a traceback
         lines = [line for line in output.splitlines() if line.strip()]
         tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
         if "No space left on device" in output:
@@ -166,6 +205,29 @@ def run(
         else:
             reason = f"{installer} failed (it exited with {proc.returncode})"
         raise InstallError(f"{what}: {reason}:\n{tail}")
+
+
+#: The last line of a Python traceback: the exception's name and message.
+_EXCEPTION_LINE = re.compile(r"^\s*((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)\b.*)$")
+
+
+def crashed(output: str, installer: str, sources: tuple[str, ...]) -> str | None:
+    """The one line saying the installer crashed (a Python traceback in its output), with its exception and, if
+    it crashed reading an index's or find-links' answer (a page of junk bytes), the places it read, credentials
+    hidden; ``None`` if it did not crash."""
+    if "Traceback (most recent call last):" not in output:
+        return None
+    from ..._redact import redact_all
+
+    lines = output.splitlines()
+    start = max(i for i, line in enumerate(lines) if "Traceback (most recent call last):" in line)
+    trace = lines[start:]
+    exception = next((m.group(1) for line in reversed(trace) if (m := _EXCEPTION_LINE.match(line))), "an exception")
+    reading = any("/_internal/index/" in line or "/_internal/network/" in line for line in trace)
+    if reading and sources:
+        named = ", ".join(redact_all(source) for source in sources)
+        return f"{installer} crashed on what the index answered ({named}): {exception[:300]}"
+    return f"{installer} crashed: {exception[:300]}"
 
 
 _PIP_MISMATCH = "DO NOT MATCH THE HASHES"

@@ -206,7 +206,8 @@ class _Uv:
         if lines is None:
             return [*args, "--", pin]
         pinned = os.path.join(scratch, PINNED)
-        with open(pinned, "w", encoding="utf-8") as handle:
+        # 0600: the lines may name a URL with its password (see Staging.scratch_file).
+        with open(pinned, "w", encoding="utf-8", opener=lambda path, flags: os.open(path, flags, 0o600)) as handle:
             handle.write("".join(line + "\n" for line in lines))
         return [*args, "--require-hashes", "-r", pinned]
 
@@ -421,7 +422,7 @@ def _installed_file(files: list[tuple[str | None, str, str]], tags: frozenset[st
 
     if tags is None:
         return None  # not in the tree
-    if len(files) == 1:
+    if len({sha256 for _, sha256, _ in files}) == 1:
         return files[0][1:]
     wheels = []
     for name, sha256, url in files:
@@ -434,7 +435,8 @@ def _installed_file(files: list[tuple[str | None, str, str]], tags: frozenset[st
             continue
     sources = [(sha256, url) for name, sha256, url in files if name is None]
     candidates = wheels or sources
-    return candidates[0] if len(candidates) == 1 else None
+    # One file listed twice (an index and a find-links page serving it, say) is one file: the same sha256.
+    return candidates[0] if len({sha256 for sha256, _ in candidates}) == 1 else None
 
 
 def _shown(url: str) -> str:
