@@ -21,7 +21,7 @@ from wheels import make_broken_wheel, make_wheel
 
 from repoinstall._options import INSTALLERS
 
-#: tests/nfs runs inside the User-Mode-Linux guest, started by tests/test_nfs.py, never directly on the host.
+#: tests/nfs runs inside the qemu guest, started by tests/test_nfs.py, never directly on the host.
 collect_ignore = [] if os.environ.get("REPOINSTALL_NFS") else ["nfs"]
 
 
@@ -82,7 +82,12 @@ def repo(tmp_path: Path) -> Path:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from chaos import REPORTS
+    from vm import REPORTS as GUESTS
 
     for table in REPORTS:
         terminalreporter.write_sep("-", "chaos: installs per tree (allowed = 1 + kills and pauses that hit its holder)")
         terminalreporter.write_line(table)
+    if GUESTS:
+        terminalreporter.write_sep("-", "kernel NFS in qemu guests")
+        for line in GUESTS:
+            terminalreporter.write_line(line)

@@ -1,30 +1,35 @@
-"""The protocol on the real Linux kernel NFS client: tests/nfs runs inside a User-Mode-Linux guest whose kernel
-serves one export (knfsd) and mounts it twice (NFSv4.2 and NFSv3). The guest is an ordinary process; its root is
-the host's / (hostfs), so this venv and these tests run in it unchanged. Needs root and a prepared UML_DIR
-(tests/support/uml/setup.sh, which .ci/run runs)."""
+"""The protocol on the real Linux kernel NFS client: tests/nfs runs inside a qemu guest (TCG emulation, so any
+x86-64 host, no KVM) whose kernel serves one export (knfsd) and mounts it twice (NFSv4.2 and NFSv3). The guest's
+root is the host's / over 9p, so this venv and these tests run in it unchanged. Needs root and a prepared QEMU_DIR
+(tests/support/qemu/setup.sh, which .ci/run runs)."""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from vm import QEMU_DIR, note, unavailable
 
 ROOT = Path(__file__).parent.parent
-UML = ROOT / "tests" / "support" / "uml.sh"
-UML_DIR = Path(os.environ.get("UML_DIR", "/var/tmp/repoinstall-uml"))
+GUEST = ROOT / "tests" / "support" / "qemu.sh"
 REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"  # CI: a skip here would hide a missing install step
+#: The whole guest run, boot to power-off; the guest is killed after it.
+TIMEOUT = 1800
 
 
-def _guest(tmp_path: Path, command: str, **env: str) -> tuple[int, str, float]:
+def _guest(tmp_path: Path, command: str, **env: str) -> tuple[int, str, float, float | None]:
     """Run ``command`` (shell) in the guest from the project root, as root with a plain environment; its exit
-    status, its output and the wall time of the whole guest run (boot to power-off)."""
-    if os.geteuid() != 0 or not (UML_DIR / "ready").exists():
-        reason = f"needs root and a prepared {UML_DIR} (tests/support/uml/setup.sh {UML_DIR})"
+    status, its output, the wall time of the whole guest run (power-on to power-off) and the seconds from
+    power-on to the job's start (None if it never started)."""
+    reason = unavailable()
+    if reason is not None:
         if REQUIRED:
             pytest.fail(f"the kernel NFS tests are required here but cannot run: {reason}")
         pytest.skip(reason)
@@ -35,21 +40,52 @@ def _guest(tmp_path: Path, command: str, **env: str) -> tuple[int, str, float]:
         f"cd '{ROOT}'\nexport HOME=/root LANG=C.UTF-8 PYTHONUNBUFFERED=1\n{exports}{command} > '{log}' 2>&1\n"
     )
     started = time.monotonic()
-    env = {**os.environ, "UML_DIR": str(UML_DIR)}
-    done = subprocess.run([str(UML), str(job)], env=env, capture_output=True, text=True, timeout=1500, check=False)
+    booted: float | None = None
+    console: list[str] = []
+    guest = subprocess.Popen(
+        [str(GUEST), str(job)],
+        env={**os.environ, "QEMU_DIR": str(QEMU_DIR), "QEMU_TIMEOUT": str(TIMEOUT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,  # a timeout ends the guest too, not only its runner
+    )
+    watchdog = threading.Timer(TIMEOUT + 60, lambda: os.killpg(guest.pid, signal.SIGKILL))
+    watchdog.start()
+    try:
+        assert guest.stdout is not None
+        for line in guest.stdout:
+            console.append(line)
+            if booted is None and "] job start" in line:
+                booted = time.monotonic() - started
+        code = guest.wait()
+    finally:
+        watchdog.cancel()
     seconds = time.monotonic() - started
-    output = log.read_text() if log.exists() else done.stdout[-3000:]
-    return done.returncode, output, seconds
+    output = log.read_text() if log.exists() else "".join(console)[-3000:]
+    return code, output, seconds, booted
 
 
 def test_the_protocol_on_kernel_nfs(tmp_path: Path) -> None:
-    mounts = f"{UML_DIR}/mnt/a:{UML_DIR}/mnt/b:{UML_DIR}/mnt/export"
+    mounts = f"{QEMU_DIR}/mnt/a:{QEMU_DIR}/mnt/b:{QEMU_DIR}/mnt/export"
     report = tmp_path / "report.txt"
     report.touch()
-    pytest_cmd = f"'{sys.executable}' -m pytest -q -p no:cacheprovider -rfE --basetemp='{tmp_path / 'guest'}' tests/nfs"
-    code, output, seconds = _guest(tmp_path, pytest_cmd, REPOINSTALL_NFS=mounts, REPOINSTALL_NFS_REPORT=str(report))
+    pytest_cmd = (
+        f"'{sys.executable}' -m pytest -q -p no:cacheprovider -rfE --durations=0 --basetemp='{tmp_path / 'guest'}' "
+        "tests/nfs"
+    )
+    code, output, seconds, booted = _guest(
+        tmp_path, pytest_cmd, REPOINSTALL_NFS=mounts, REPOINSTALL_NFS_REPORT=str(report)
+    )
     summary = re.findall(r"^=*\s*(\d+ (?:passed|failed).*?)\s*=*$", output, re.M)
-    print(f"\nkernel NFS guest: exit {code} in {seconds:.0f} s: {summary[-1] if summary else '?'}")
-    print(report.read_text(), end="")
+    boot = f"{booted:.0f} s" if booted is not None else "never"
+    note(
+        f"kernel NFS guest: job started {boot} after power-on; exit {code} in {seconds:.0f} s: "
+        + (summary[-1] if summary else "?")
+    )
+    for line in report.read_text().splitlines():
+        note(line)
+    assert booted is not None, output[-6000:]
     assert code == 0, output[-6000:]
     assert summary and "failed" not in summary[-1] and "error" not in summary[-1], output[-6000:]

@@ -202,7 +202,9 @@ class DirWatch:
 
 
 def removed(dir_fd: int) -> bool:
-    """Whether the open directory was removed (see :func:`_linked`)."""
+    """Whether the open directory was removed (see :func:`_linked`), as the server has it now: an NFS client
+    answers fstat from its attribute cache, which knows nothing of another client's rmdir until it expires."""
+    revalidate(dir_fd)
     return _linked(dir_fd) is None
 
 

@@ -1,4 +1,4 @@
-"""Tests that run inside the User-Mode-Linux guest on the real kernel NFS client (started by tests/test_nfs.py).
+"""Tests that run inside the qemu guest on the real kernel NFS client (started by tests/test_nfs.py).
 
 ``REPOINSTALL_NFS`` names ``A:B:EXPORT``: two kernel NFS client mounts of one export (NFSv4.2 and NFSv3, each
 with its own caches) and the export's own directory on the server's disk.
@@ -11,8 +11,9 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import helpers
 import pytest
-from nfsrepo import Nfs
+from nfsrepo import INSTALLER, Nfs
 
 _counter = itertools.count()
 
@@ -20,6 +21,14 @@ _counter = itertools.count()
 #: Read once at import: the tests' autouse fixture clears REPOINSTALL_* from the environment of each test.
 _MOUNTS = os.environ["REPOINSTALL_NFS"].split(":")
 REPORT = os.environ["REPOINSTALL_NFS_REPORT"]
+
+
+@pytest.fixture(autouse=True)
+def _installer() -> Iterator[None]:
+    """The CLI processes the tests start get ``REPOINSTALL_INSTALLER``; in-process repos take ``INSTALLER``."""
+    helpers.INSTALLER = INSTALLER
+    yield
+    helpers.INSTALLER = None
 
 
 def _mounts() -> tuple[Path, Path, Path]:

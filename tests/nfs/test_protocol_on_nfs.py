@@ -5,19 +5,34 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from chaos import PACKAGES, make_wheels, run_chaos
 from fusemount import as_pod
-from helpers import actions, document, finish, import_version, run, signal_group, start, wait_for_stderr, wait_until
+from helpers import (
+    actions,
+    document,
+    finish,
+    import_version,
+    isolated_env,
+    run,
+    signal_group,
+    start,
+    wait_for_stderr,
+    wait_until,
+)
 from indexserver import IndexServer
 from nfsrepo import Nfs
 
-#: Lock timings for the guest (one slow vCPU): the production ratio, scaled down.
+#: Lock timings for the guest (an emulated CPU): the production ratio, scaled down.
 STALE, HEARTBEAT = 6.0, 1.0
 LOCK = ["--stale-after", str(STALE), "--heartbeat", str(HEARTBEAT)]
+#: Minutes pass in the guest before every pod of a test is where the test wants it: downloads are held back
+#: (IndexServer.holds) until then, and the installers' read timeouts outlast that.
+PATIENT = {"UV_HTTP_TIMEOUT": "600", "PIP_TIMEOUT": "600"}
 
 
 def ensure(repo: Path, index: IndexServer, *specs: str) -> list[str]:
@@ -32,14 +47,23 @@ def verify_clean(*repos: Path) -> None:
 
 
 def test_eight_pods_over_two_clients_run_one_installer(nfs: Nfs, index: IndexServer) -> None:
-    index.delays["adaptor_a-1.0"] = 2.0
+    # The one download is held until the seven other pods wait for its tree: all eight race for real.
+    held = index.holds["adaptor_a-1.0"] = threading.Event()
+    env = isolated_env(**PATIENT)
     pods = [
-        start(*ensure(nfs.a if i % 2 else nfs.b, index, "adaptor-a==1.0"), prefix=as_pod(f"pod-{i}")) for i in range(8)
+        start(*ensure(nfs.a if i % 2 else nfs.b, index, "adaptor-a==1.0"), env=env, prefix=as_pod(f"pod-{i}"))
+        for i in range(8)
     ]
+    wait_until(
+        lambda: sum("waiting for" in "".join(pod.err) for pod in pods) == 7 and index.downloading("adaptor_a") == 1,
+        timeout=600,
+        what="one pod downloading and seven waiting",
+    )
+    held.set()
     outcomes = [finish(pod, timeout=600) for pod in pods]
     assert [code for code, _, _ in outcomes] == [0] * 8, [err for _, _, err in outcomes]
     done = sorted(actions(out)[0] for _, out, _ in outcomes)
-    assert done.count("installed") == 1 and set(done) <= {"installed", "waited", "present"}, done
+    assert done == ["installed"] + ["waited"] * 7, done
     assert index.downloads("adaptor_a-1.0") == 1
     paths = {
         Path(document(out)["packages"][0]["path"]).relative_to(nfs.a if i % 2 else nfs.b)
@@ -54,16 +78,18 @@ def test_a_sigkilled_holder_on_one_client_is_taken_over_from_the_other(
 ) -> None:
     install = 4.0
     index.delays["slow_pkg"] = install
-    holder = start(*ensure(nfs.a, index, "slow-pkg==1.0"), prefix=as_pod("pod-a"))
-    index.wait_for_download("slow_pkg", timeout=120)
+    held = index.holds["slow_pkg"] = threading.Event()  # the holder's download, until it is killed
+    holder = start(*ensure(nfs.a, index, "slow-pkg==1.0"), env=isolated_env(**PATIENT), prefix=as_pod("pod-a"))
+    index.wait_for_download("slow_pkg", timeout=600)
     # The bound the issue sets, as the waiter's own deadline: stale + heartbeat + one install (+ the guest's
     # slow interpreter and pip start). A takeover that took longer would end in exit 3.
     budget = STALE + HEARTBEAT + install + 30
     waiter = start(*ensure(nfs.b, index, "slow-pkg==1.0"), "--wait-timeout", str(budget), prefix=as_pod("pod-b"))
-    wait_for_stderr(waiter, "held by pod-a", timeout=120)
+    wait_for_stderr(waiter, "held by pod-a", timeout=600)
     killed = time.monotonic()
     signal_group(holder, signal.SIGKILL)
     holder.wait()
+    held.set()
     # The waiter's staging dir appears on the server's disk as soon as it holds the lock.
     wait_until(lambda: any((nfs.backing / "staging").rglob("slow-pkg-1.pod-b.*")), timeout=120, what="takeover")
     locked = time.monotonic() - killed
@@ -91,8 +117,8 @@ def test_a_sigkilled_holder_on_one_client_is_taken_over_from_the_other(
 
 def test_a_paused_holder_resumes_and_never_overwrites_the_peers_tree(nfs: Nfs, index: IndexServer) -> None:
     index.delays["slow_pkg"] = 4.0
-    first = start(*ensure(nfs.a, index, "slow-pkg==1.0"), prefix=as_pod("pod-a"))
-    index.wait_for_download("slow_pkg", timeout=120)
+    first = start(*ensure(nfs.a, index, "slow-pkg==1.0"), env=isolated_env(**PATIENT), prefix=as_pod("pod-a"))
+    index.wait_for_download("slow_pkg", timeout=600)
     signal_group(first, signal.SIGSTOP)  # the pod freezes with the lock, past its lease
     second = start(*ensure(nfs.b, index, "slow-pkg==1.0"), prefix=as_pod("pod-b"))
     code, out, err = finish(second, timeout=600)
@@ -111,11 +137,16 @@ def test_a_paused_holder_resumes_and_never_overwrites_the_peers_tree(nfs: Nfs, i
 
 
 def test_no_lock_pods_on_both_clients_leave_one_whole_tree(nfs: Nfs, index: IndexServer) -> None:
-    index.delays["adaptor_a-1.0"] = 2.0  # every pod reaches its installer before any publishes
+    held = index.holds["adaptor_a-1.0"] = threading.Event()  # every pod reaches its installer before any publishes
+    env = isolated_env(**PATIENT)
     pods = [
-        start(*ensure(nfs.a if i % 2 else nfs.b, index, "adaptor-a==1.0"), "--no-lock", prefix=as_pod(f"pod-{i}"))
+        start(
+            *ensure(nfs.a if i % 2 else nfs.b, index, "adaptor-a==1.0"), "--no-lock", env=env, prefix=as_pod(f"pod-{i}")
+        )
         for i in range(4)
     ]
+    wait_until(lambda: index.downloading("adaptor_a") == 4, timeout=600, what="four installers downloading")
+    held.set()
     outcomes = [finish(pod, timeout=600) for pod in pods]
     assert [code for code, _, _ in outcomes] == [0] * 4, [err for _, _, err in outcomes]
     assert sorted(actions(out)[0] for _, out, _ in outcomes).count("installed") == 1
@@ -131,8 +162,10 @@ def test_chaos_round_with_pods_split_over_both_clients(nfs: Nfs, tmp_path: Path,
     server = IndexServer(wheels).start()
     for package in PACKAGES:
         server.delays[package.replace("-", "_") + "-"] = 1.0
+    mounts = [nfs.a.parent, nfs.b.parent]
     try:
-        result = run_chaos(tmp_path, [nfs.a.parent, nfs.b.parent], server, 1, 6, 11, lambda _: None, nfs.backing)
+        # Six pods over half the packages: fewer installs for the emulated CPU, more pods per tree.
+        result = run_chaos(tmp_path, mounts, server, 1, 6, 11, lambda _: None, nfs.backing, PACKAGES[:5])
     finally:
         server.stop()
     report(f"chaos on NFS: {result.table().splitlines()[-1]}")

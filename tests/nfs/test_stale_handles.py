@@ -12,24 +12,31 @@ import logging
 import os
 import shutil
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fusemount import as_pod
-from helpers import actions, finish, signal_group, start, wait_for_stderr, wait_until
+from helpers import actions, finish, isolated_env, signal_group, start, wait_for_stderr, wait_until
 from indexserver import IndexServer
-from nfsrepo import Nfs
+from nfsrepo import INSTALLER, Nfs
 
 from repoinstall import InstallOptions, Repo
 
 STALE, HEARTBEAT = 6.0, 1.0
 LOOKED_AGAIN = "a handle went stale"
+#: Downloads are held back (IndexServer.holds) until the other client has done its part, which takes a while in
+#: the emulated guest: the installers' read timeouts outlast that.
+PATIENT = {"UV_HTTP_TIMEOUT": "600", "PIP_TIMEOUT": "600"}
 
 
 @pytest.fixture(autouse=True)
 def _no_pip_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")  # the index sees every download
+    monkeypatch.setenv("UV_NO_CACHE", "1")
+    for key, value in PATIENT.items():
+        monkeypatch.setenv(key, value)
 
 
 @pytest.fixture
@@ -39,7 +46,7 @@ def debug_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFix
 
 
 def repo_on_b(nfs: Nfs, index: IndexServer) -> Repo:
-    options = InstallOptions(no_index=True, find_links=(index.url,))
+    options = InstallOptions(no_index=True, find_links=(index.url,), installer=INSTALLER)
     return Repo(nfs.b, install=options, stale_after=STALE, heartbeat=HEARTBEAT)
 
 
@@ -127,15 +134,17 @@ def test_a_record_directory_replaced_by_the_other_client(
 
 
 def test_a_lock_directory_removed_by_the_other_client_while_this_one_waits(nfs: Nfs, index: IndexServer) -> None:
-    index.delays["slow_pkg"] = 4.0
+    held = index.holds["slow_pkg"] = threading.Event()  # the holder's download, until it is killed
     lock_args = ["--stale-after", str(STALE), "--heartbeat", str(HEARTBEAT), "--json"]
     common = ["--no-index", "--find-links", index.url, *lock_args]
-    holder = start("ensure", "slow-pkg==1.0", "--repo", nfs.a, *common, prefix=as_pod("pod-a"))
-    index.wait_for_download("slow_pkg", timeout=120)
-    waiter = start("ensure", "slow-pkg==1.0", "--repo", nfs.b, "-v", *common, prefix=as_pod("pod-b"))
-    wait_for_stderr(waiter, "held by pod-a", timeout=120)  # the waiter holds the lock directory's handle
+    env = isolated_env(**PATIENT)
+    holder = start("ensure", "slow-pkg==1.0", "--repo", nfs.a, *common, env=env, prefix=as_pod("pod-a"))
+    index.wait_for_download("slow_pkg", timeout=600)
+    waiter = start("ensure", "slow-pkg==1.0", "--repo", nfs.b, "-v", *common, env=env, prefix=as_pod("pod-b"))
+    wait_for_stderr(waiter, "held by pod-a", timeout=600)  # the waiter holds the lock directory's handle
     signal_group(holder, signal.SIGKILL)
     holder.wait()
+    held.set()
     # The other client clears the dead holder's lock away, directory and all (as gc does with debris).
     locks = nfs.a / "locks"
     env = next(locks.iterdir()).name
@@ -153,19 +162,18 @@ def test_a_lock_directory_removed_by_the_other_client_while_this_one_waits(nfs: 
 def test_a_staging_dir_replaced_by_the_other_client_while_installing(
     nfs: Nfs, index: IndexServer, debug_log: pytest.LogCaptureFixture
 ) -> None:
-    import threading
-
-    index.delays["slow_pkg"] = 3.0
+    held = index.holds["slow_pkg"] = threading.Event()  # the download, until the staging dir is replaced
     with repo_on_b(nfs, index) as repo:
         outcome: list[object] = []
         worker = threading.Thread(target=lambda: outcome.append(repo.ensure("slow-pkg==1.0")), daemon=True)
         worker.start()
         on_server = nfs.backing / "staging" / repo.env
-        wait_until(lambda: on_server.is_dir() and any(on_server.iterdir()), timeout=120, what="a staging dir")
-        index.wait_for_download("slow_pkg", timeout=120)
+        wait_until(lambda: on_server.is_dir() and any(on_server.iterdir()), timeout=600, what="a staging dir")
+        index.wait_for_download("slow_pkg", timeout=600)
         staging = nfs.a / "staging" / repo.env
         revalidated(staging)
         replace_with_copy(staging / next(on_server.iterdir()).name)  # while the installer downloads into it
+        held.set()
         worker.join(600)
         assert not worker.is_alive()
     [result] = outcome

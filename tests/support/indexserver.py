@@ -39,6 +39,9 @@ class IndexServer:
         """``tls``: serve https with this server context (one that asks for client certificates, say)."""
         self.directory = directory
         self.delays: dict[str, float] = {}  # wheel-name prefix -> seconds before the body is sent
+        #: Wheel-name prefix -> an event the body waits for: a download held back until the test lets it go, as
+        #: long as that takes (set every event, or ``stop``, before the clients give up).
+        self.holds: dict[str, threading.Event] = {}
         self.started: Counter[str] = Counter()
         self.completed: Counter[str] = Counter()
         #: Downloads being sent right now, and the most there were at once.
@@ -116,6 +119,9 @@ class IndexServer:
                     for prefix, delay in server.delays.items():
                         if name.startswith(prefix):
                             time.sleep(delay)
+                    for prefix, hold in server.holds.items():
+                        if name.startswith(prefix):
+                            hold.wait()
                     self._send(200, body, "application/octet-stream", ETag=etag, **{"Cache-Control": _IMMUTABLE})
                 finally:
                     with server._lock:
@@ -263,6 +269,8 @@ class IndexServer:
         return self
 
     def stop(self) -> None:
+        for hold in self.holds.values():
+            hold.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 

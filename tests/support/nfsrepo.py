@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import NamedTuple
+
+#: The installer every install in tests/nfs uses: uv. The guest emulates its CPU, where pip's own start-up (twice
+#: per install) costs half a minute; the protocol under test is the same for both.
+INSTALLER = os.environ.get("REPOINSTALL_NFS_INSTALLER", "uv")
 
 
 class Nfs(NamedTuple):
