@@ -88,6 +88,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", "chaos: installs per tree (allowed = 1 + kills and pauses that hit its holder)")
         terminalreporter.write_line(table)
     if GUESTS:
-        terminalreporter.write_sep("-", "kernel NFS in qemu guests")
+        terminalreporter.write_sep("-", "kernel NFS guests")
         for line in GUESTS:
             terminalreporter.write_line(line)
