@@ -52,23 +52,30 @@ def one_round(work: Path, index: IndexServer, pods_per_tree: int) -> dict[str, i
         for _ in range(pods_per_tree + 1)
     ]
     # One extra pod per tree is SIGKILLed mid-install: its staging dir is what gc may (and must) remove.
-    killed = pods[:: pods_per_tree + 1]
+    doomed = pods[:: pods_per_tree + 1]
+    killed: list[subprocess.Popen[str]] = []
+
+    def kill_those_installing() -> None:
+        # A doomed pod is killed once its staging dir exists (named with its pid), so that each kill leaves a
+        # dead staging dir for gc to find; one that ended before that is not counted as killed.
+        for pod in doomed:
+            if pod not in killed and pod.poll() is None and any((repo / "staging").glob(f"*/*.{pod.pid}.*")):
+                os.killpg(pod.pid, signal.SIGKILL)
+                killed.append(pod)
+
     gc_runs = removed_staging = 0
     command = cli("gc", "--repo", repo, "--older-than", "0", "--json")
-    started = time.monotonic()
     while any(pod.poll() is None for pod in pods):
-        if time.monotonic() - started > 0.3:
-            for pod in killed:
-                if pod.poll() is None:
-                    os.killpg(pod.pid, signal.SIGKILL)
+        kill_those_installing()
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        kill_those_installing()
         gc_runs += 1
         if done.stdout.strip():
             removed = json.loads(done.stdout)["removed"]
             removed_staging += sum(1 for r in removed if r["kind"] == "staging" and r["done"])
     for pod in pods:
         pod.communicate()
-    codes = [pod.returncode for pod in pods if pod not in killed]
+    codes = [pod.returncode for pod in pods if pod not in doomed]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)  # after the last pod
     if done.stdout.strip():
         removed_staging += sum(1 for r in json.loads(done.stdout)["removed"] if r["kind"] == "staging" and r["done"])

@@ -87,6 +87,10 @@ class Prepared(NamedTuple):
 _NOTHING = Prepared()
 
 
+#: Whether a batch looks its unresolved pins up before running an installer for each (see :meth:`Repo._absent`).
+_LOOK_UP_ABSENT = False
+
+
 class Repo:
     """A repo directory of install trees shared by many processes and hosts."""
 
@@ -393,7 +397,9 @@ class Repo:
             for one, tid in items
             if prepared.get(tid, _NOTHING).closure is None and one.pinned and not (one.locked or one.members)
         ]
-        if len(unresolved) < 2:
+        # Off for now: a batch whose pins are all looked up first no longer reaches its installers at once, and the
+        # signal tests (tests/test_signals.py) lost the batch they interrupt; see CHANGELOG [Unreleased].
+        if len(unresolved) < 2 or not _LOOK_UP_ABSENT:
             return prepared
         absent = proven_absent(self._chooser._make_resolver(), [one for one, _ in unresolved])
         return {**prepared, **{unresolved[index][1]: Prepared(absent=error) for index, error in absent.items()}}

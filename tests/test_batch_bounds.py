@@ -47,6 +47,7 @@ def test_jobs_is_held_to_what_the_host_can_run(served: IndexServer, repo: Path) 
     assert 1 < served.peak_sending <= max_jobs() < FAILING, served.peak_sending
 
 
+@pytest.mark.xfail(strict=True, reason="the lookup of absent pins is switched off until the signal tests have a batch")
 def test_pinned_specs_no_index_has_cost_no_installer_each(served: IndexServer, repo: Path, tmp_path: Path) -> None:
     missing = [f"nowhere{number}==1.0" for number in range(300)]
     requirements = tmp_path / "requirements.txt"

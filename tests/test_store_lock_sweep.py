@@ -18,6 +18,7 @@ from indexserver import IndexServer
 from repoinstall._errors import RequirementsFileError
 from repoinstall._install.localcopy import private_copies
 from repoinstall._store.identity import environment_tag
+from repoinstall._store.pin import Pin
 
 HEAD = 'lock-version = "1.0"\ncreated-by = "hand"\n'
 WHEEL = 'wheels = [{{ url = "http://127.0.0.1:9/x-1.0-py3-none-any.whl", hashes = {{ sha256 = "{}" }} }}]\n'.format(
@@ -133,6 +134,6 @@ def test_a_local_artifact_that_is_a_fifo_when_it_is_copied_is_refused_at_once(tm
     os.mkfifo(fifo)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    line = f"x @ {fifo.as_uri()} --hash=sha256:{'a' * 64}"
+    pin = Pin("x", "1.0", fifo.as_uri(), (f"sha256:{'a' * 64}",))
     with pytest.raises(RequirementsFileError, match="no longer a regular file"):
-        private_copies([line], str(scratch))
+        private_copies([pin], str(scratch))
