@@ -78,17 +78,13 @@ class Prepared(NamedTuple):
     stored: int = 0
     #: The stored distributions the batch stored or hashed whole, for this tree's composing to trust.
     checked: frozenset[DistId] = frozenset()
-    #: Why this pinned tree cannot be installed, proven by every source's listing: no installer is run for it.
-    absent: NotOnIndex | None = None
+    #: A pinned tree the batch could not resolve: its listing is looked at first (see :meth:`Repo._capture`).
+    look_up: bool = False
     #: Seconds the batch's run took: part of this tree's install, which waited for all of it.
     seconds: float = 0.0
 
 
 _NOTHING = Prepared()
-
-
-#: Whether a batch looks its unresolved pins up before running an installer for each (see :meth:`Repo._absent`).
-_LOOK_UP_ABSENT = False
 
 
 class Repo:
@@ -388,21 +384,17 @@ class Repo:
     def _absent(
         self, items: list[tuple[Requested, TreeId]], prepared: dict[Choice, Prepared]
     ) -> dict[Choice, Prepared]:
-        """``prepared``, with the pinned trees the batch did not resolve that no source lists marked absent (see
-        :mod:`repoinstall._index.absent`): none of them costs an installer run."""
-        from ._index.absent import proven_absent
-
-        unresolved = [
-            (one, tid)
+        """``prepared``, with the pinned trees the batch did not resolve marked to be looked up, each by the
+        worker about to install it, so that one no source lists costs no installer run. Looked up there, not
+        all here: a batch of 20,000 pins would wait for 20,000 listings before its first install."""
+        unresolved = {
+            tid
             for one, tid in items
             if prepared.get(tid, _NOTHING).closure is None and one.pinned and not (one.locked or one.members)
-        ]
-        # Off for now: a batch whose pins are all looked up first no longer reaches its installers at once, and the
-        # signal tests (tests/test_signals.py) lost the batch they interrupt; see CHANGELOG [Unreleased].
-        if len(unresolved) < 2 or not _LOOK_UP_ABSENT:
-            return prepared
-        absent = proven_absent(self._chooser._make_resolver(), [one for one, _ in unresolved])
-        return {**prepared, **{unresolved[index][1]: Prepared(absent=error) for index, error in absent.items()}}
+        }
+        if len(unresolved) < 2:
+            return prepared  # one tree: its installer's error says as much, for one run
+        return {**prepared, **{tid: prepared.get(tid, _NOTHING)._replace(look_up=True) for tid in unresolved}}
 
     def _newest(
         self, specs: Sequence[Requested], known: Mapping[tuple[str, str], str | None]
@@ -414,8 +406,10 @@ class Repo:
     def _capture(
         self, requested: Requested, tid: Choice, prepared: Prepared = _NOTHING
     ) -> EnsureResult | RepoinstallError:
-        if prepared.absent is not None:
-            return prepared.absent  # every source's listing says so: no installer run would find it
+        if prepared.look_up:
+            answer = self._chooser._make_resolver().resolve([requested])[0]
+            if isinstance(answer, NotOnIndex):
+                return answer  # every source's listing says so: no installer run would find it
         try:
             return self._ensure(requested, _raise(tid), prepared)
         except RepoinstallError as error:

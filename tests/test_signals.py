@@ -2,9 +2,10 @@
 installer killed, specs not started dropped, staging dirs removed and locks released; a second signal is never
 lost. As for the command line, so for ``Repo.ensure_all`` and ``aensure_all`` in a worker process of one's own.
 
-The batch is 20,000 pinned specs the find-links index does not have: every install is a pip run that fails, so
-the run would go on for hours. Each signal goes to the process alone (as Kubernetes sends it to PID 1), never to
-its group; each process runs in a session of its own, so an installer left behind would still be found by it.
+The batch is 20,000 pinned specs whose files the find-links page lists but which are not wheels (empty files), so
+no listing proves one absent: every install is a pip run that fails, and the run would go on for hours. Each
+signal goes to the process alone (as Kubernetes sends it to PID 1), never to its group; each process runs in a
+session of its own, so an installer left behind would still be found by it.
 """
 
 from __future__ import annotations
@@ -34,10 +35,29 @@ SIGNALS = {"SIGTERM": (signal.SIGTERM, 143), "SIGINT": (signal.SIGINT, 130)}
 
 @pytest.fixture(scope="module")
 def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """20,000 pinned specs, each of a project the test index does not have."""
+    """20,000 pinned specs, each of a project the test index lists (see :func:`index`)."""
     path = tmp_path_factory.mktemp("batch") / "many.txt"
     path.write_text("".join(f"absent-{i}==1.0\n" for i in range(SPECS)))
     return path
+
+
+@pytest.fixture(scope="module")
+def broken_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty file named as each spec's wheel: listed, so the batch cannot prove a spec absent without an
+    installer (it would fail it at once, with none run), and not a wheel, so each installer run fails."""
+    directory = tmp_path_factory.mktemp("broken")
+    for i in range(SPECS):
+        (directory / f"absent_{i}-1.0-py3-none-any.whl").touch()
+    return directory
+
+
+@pytest.fixture
+def index(broken_wheels: Path) -> Iterator[IndexServer]:
+    server = IndexServer(broken_wheels)
+    server.hashes = False  # a plain find-links page: no file is read to list it
+    server.start()
+    yield server
+    server.stop()
 
 
 # ---- watching the process ------------------------------------------------------------------------------------
