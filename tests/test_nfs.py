@@ -28,6 +28,9 @@ ROOT = Path(__file__).parent.parent
 GUEST = ROOT / "tests" / "support" / "qemu.sh"
 UML = ROOT / "tests" / "support" / "uml.sh"
 UML_DIR = Path(os.environ.get("UML_DIR", "/var/tmp/repoinstall-uml"))
+#: ``qemu`` or ``uml`` runs the suite in that guest only (``uml`` fails where it does not boot); unset, a trial boot
+#: chooses User-Mode-Linux where it boots, else qemu.
+CHOICE = os.environ.get("REPOINSTALL_NFS_GUEST", "")
 REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"  # CI: a skip here would hide a missing install step
 #: The whole guest run, boot to power-off; the guest is killed after it.
 TIMEOUT = 1800
@@ -35,7 +38,11 @@ TIMEOUT = 1800
 
 @functools.cache
 def _uml_boots() -> bool:
-    """Whether a User-Mode-Linux guest boots here and runs a job (a trial boot of a few seconds)."""
+    """Whether a User-Mode-Linux guest boots here and runs a job (a trial boot of a few seconds), and is chosen."""
+    if CHOICE == "qemu":
+        return False
+    if CHOICE not in ("", "uml"):
+        pytest.fail(f"REPOINSTALL_NFS_GUEST={CHOICE!r}: use qemu or uml")
     if os.geteuid() != 0 or not (UML_DIR / "ready").exists():
         return False
     with tempfile.TemporaryDirectory(prefix="umltry-") as scratch:
@@ -55,6 +62,8 @@ def _guest(tmp_path: Path, command: str, **env: str) -> tuple[int, str, float, f
     power-on to the job's start (None if it never started)."""
     uml = _uml_boots()
     reason = None if uml else unavailable()
+    if CHOICE == "uml" and not uml:
+        pytest.fail("REPOINSTALL_NFS_GUEST=uml, but a User-Mode-Linux guest does not boot here")
     if reason is not None:
         if REQUIRED:
             pytest.fail(f"the kernel NFS tests are required here but cannot run: {reason}")
@@ -103,7 +112,11 @@ def test_the_protocol_on_kernel_nfs(tmp_path: Path) -> None:
         "tests/nfs"
     )
     code, output, seconds, booted = _guest(
-        tmp_path, pytest_cmd, REPOINSTALL_NFS=mounts, REPOINSTALL_NFS_REPORT=str(report)
+        tmp_path,
+        pytest_cmd,
+        REPOINSTALL_NFS=mounts,
+        REPOINSTALL_NFS_REPORT=str(report),
+        REPOINSTALL_NFS_GUEST_KIND="uml" if _uml_boots() else "qemu",
     )
     summary = re.findall(r"^=*\s*(\d+ (?:passed|failed).*?)\s*=*$", output, re.M)
     boot = f"{booted:.0f} s" if booted is not None else "never"

@@ -237,10 +237,13 @@ def run_chaos(
     say: Callable[[str], None] = print,
     backing: Path | None = None,
     packages: Sequence[str] = PACKAGES,
+    lease: tuple[float, float] | None = None,
 ) -> ChaosResult:
     """``mounts``: client views of one directory (each holds ``repo``); ``backing``: that repo on the server's own
     disk (default: ``work/backing/repo``, the FUSE passthrough's); ``packages``: what the pods ask for, 3 to 5 of
-    them each (at least 3)."""
+    them each (at least 3); ``lease``: the pods' ``--stale-after`` and ``--heartbeat`` (default ``STALE``,
+    ``HEARTBEAT``)."""
+    stale, heartbeat = lease or (STALE, HEARTBEAT)
     rng = random.Random(seed)
     result = ChaosResult(rounds=rounds, pods=rounds * pods)
     backing_repo = backing or work / "backing" / "repo"
@@ -262,9 +265,9 @@ def run_chaos(
                 index.url,
                 "--json",
                 "--stale-after",
-                str(STALE),
+                str(stale),
                 "--heartbeat",
-                str(HEARTBEAT),
+                str(heartbeat),
                 "--jobs",
                 "2",
             ]
@@ -285,9 +288,9 @@ def run_chaos(
             # peers that want their trees take over.
             wait_until(
                 lambda stopped=[procs[i] for i in paused]: all(
-                    _heartbeat_age(backing_repo, h, p) > STALE + 1.0 for h, p in stopped
+                    _heartbeat_age(backing_repo, h, p) > stale + 1.0 for h, p in stopped
                 ),
-                timeout=STALE + 60,
+                timeout=stale + 60,
                 what="the paused pods' leases to lapse",
             )
             for i in paused:
@@ -329,9 +332,9 @@ def run_chaos(
         "--find-links",
         index.url,
         "--stale-after",
-        str(STALE),
+        str(stale),
         "--heartbeat",
-        str(HEARTBEAT),
+        str(heartbeat),
         env=env,
     )
     result.final_ok = final.returncode == 0

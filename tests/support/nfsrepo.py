@@ -9,6 +9,9 @@ from typing import NamedTuple
 #: The installer every install in tests/nfs uses: uv. The guest emulates its CPU, where pip's own start-up (twice
 #: per install) costs half a minute; the protocol under test is the same for both.
 INSTALLER = os.environ.get("REPOINSTALL_NFS_INSTALLER", "uv")
+#: The guest emulates its CPU (qemu, TCG: Python runs about 17 times slower than on the host) rather than running
+#: on it (User-Mode-Linux): the tests then race fewer pods, each a guest process that starts slowly.
+EMULATED = os.environ.get("REPOINSTALL_NFS_GUEST_KIND") == "qemu"
 
 
 class Nfs(NamedTuple):
