@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ._oci.push import Pushed
     from ._oci.reference import Reference
     from ._oci.settings import Settings
+    from ._ops.checkup import Verification
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
@@ -410,19 +411,30 @@ class Repo:
 
     # ---- operator commands ----------------------------------------------------------------------------------
 
-    def verify(self, specs: Iterable[Requested | str] = ()) -> list[TreeReport]:
-        """Verify the trees for ``specs`` file by file, or every tree in the repo (all environments) if none."""
+    def verify(self, specs: Iterable[Requested | str] = (), *, repair: bool = False) -> Verification:
+        """Verify the trees for ``specs`` file by file, or every tree in the repo (all environments) if none, and the
+        stored distributions they are composed from (as ``repoinstall verify`` does).
+
+        ``repair``: then fix what was found (``verify --repair``), the store first: each damaged stored distribution
+        is set aside (:meth:`repair_stored`), then each damaged tree is re-recorded or reinstalled under its lock
+        (:meth:`repair`), so the trees composed from a damaged distribution install it afresh, never linking its
+        changed files again. A repair that fails is in :attr:`Verification.failed` with its error; the others still
+        run. The reports are those found before repairing: ``verify()`` again says what stands now."""
+        from ._ops.checkup import Verification, repair_all
+        from ._ops.storeverify import verify_store
         from ._ops.verify import every_tree, verify
         from ._store.dists import Hashed
 
         wanted = [self._parsed(s) for s in specs]
         self._layout.existing_fd()
-        if wanted:
-            tids = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None]
-        else:
-            tids = self._layout.retrying(every_tree, self._layout)
+        named = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None] if wanted else None
+        every = self._layout.retrying(every_tree, self._layout)
         hashed: Hashed = {}  # a file the store links into many trees is hashed once
-        return [self._layout.retrying(verify, self._layout, tid, hashed) for tid in tids]
+        trees = [
+            self._layout.retrying(verify, self._layout, tid, hashed) for tid in (every if named is None else named)
+        ]
+        store = self._layout.retrying(verify_store, self._layout, every, named)
+        return Verification(trees, store, repair_all(trees, store, self.repair_stored, self.repair) if repair else ())
 
     def verify_store(self, specs: Iterable[Requested | str] = ()) -> list[DistReport]:
         """Verify the stored distributions the trees for ``specs`` are composed from, or the whole store if none;
