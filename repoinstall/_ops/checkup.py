@@ -43,7 +43,9 @@ class Verification(Sequence["TreeReport"]):
     def __init__(
         self, trees: Sequence[TreeReport], store: Sequence[DistReport], repaired: Sequence[Repaired] = ()
     ) -> None:
+        #: Each tree's report, in order: what iterating gives.
         self.trees: tuple[TreeReport, ...] = tuple(trees)
+        #: Each stored distribution's report (the whole store, or what the trees named are composed from).
         self.store: tuple[DistReport, ...] = tuple(store)
         #: Each damaged stored distribution, then each damaged tree, as repaired (or not); empty without ``repair``.
         self.repaired: tuple[Repaired, ...] = tuple(repaired)
