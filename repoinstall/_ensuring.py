@@ -323,3 +323,12 @@ def gathered(outcomes: Outcomes, return_exceptions: bool) -> Outcomes:
             if isinstance(outcome, RepoinstallError):
                 raise outcome
     return outcomes
+
+
+def bad_input_raised(chosen: list[Choice]) -> list[Choice]:
+    """``chosen``, once no spec of it is bad input: that fails the whole call before anything is installed (an
+    index that could not answer fails its own spec only, in the plan)."""
+    for choice in chosen:
+        if isinstance(choice, RepoinstallError) and not isinstance(choice, ResolutionError):
+            raise choice
+    return chosen

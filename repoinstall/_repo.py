@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Literal, TypeVar, overload
 
 from . import _log
 from ._choose import Choice, Chooser
-from ._ensuring import Ensurer, Flow, gathered
-from ._errors import InvalidInput, NotInstalled, RepoinstallError, ResolutionError, os_errors
+from ._ensuring import Ensurer, Flow, bad_input_raised, gathered
+from ._errors import InvalidInput, NotInstalled, RepoinstallError, os_errors
 from ._options import (
     GC_OLDER_THAN,
     HEARTBEAT,
@@ -25,6 +25,7 @@ from ._options import (
     InstallOptions,
     LockSettings,
     max_jobs,
+    options_problem,
 )
 from ._requirements import Requested, parse_spec
 from ._results import EnsureResult, Event
@@ -177,7 +178,7 @@ class Repo:
         Every spec is parsed and resolved before anything is installed, so bad input writes nothing.
         """
         requested = [self._parsed(s) for s in specs]
-        plan = self._ensurer.batch(requested, _raise_bad_input(self._chooser.choose(requested)))
+        plan = self._ensurer.batch(requested, bad_input_raised(self._chooser.choose(requested)))
         return gathered(self._run(plan), return_exceptions)
 
     def _run(self, plan: Flow[T]) -> T:
@@ -219,7 +220,7 @@ class Repo:
         from ._install.together import combined
 
         requested = [self._parsed(s) for s in specs]
-        chosen = [_raise(c) for c in _raise_bad_input(self._chooser.choose(requested))]
+        chosen = [_raise(c) for c in bad_input_raised(self._chooser.choose(requested))]
         members = [(one, tid) for one, tid in zip(requested, chosen, strict=True) if tid is not None]
         if not members:
             raise InvalidInput("nothing to ensure together: every spec's marker is false here")
@@ -270,7 +271,7 @@ class Repo:
         started are dropped and its installers killed, their staging dirs removed and locks released, before the
         cancellation propagates. (An install another caller shares goes on for that caller.)"""
         requested = [self._parsed(s) for s in specs]
-        plan = self._ensurer.batch(requested, _raise_bad_input(await self._chooser.achoose(requested)))
+        plan = self._ensurer.batch(requested, bad_input_raised(await self._chooser.achoose(requested)))
         return gathered(await self._arun(plan), return_exceptions)
 
     async def _arun(self, plan: Flow[T]) -> T:
@@ -579,27 +580,6 @@ def _raise(choice: Choice) -> TreeId | None:
     if isinstance(choice, RepoinstallError):
         raise choice
     return choice
-
-
-def _raise_bad_input(chosen: list[Choice]) -> list[Choice]:
-    # Bad input fails the whole call before anything is installed; an index that could not answer fails its spec.
-    for choice in chosen:
-        if isinstance(choice, RepoinstallError) and not isinstance(choice, ResolutionError):
-            raise choice
-    return chosen
-
-
-def options_problem(settings: LockSettings, jobs: int, install: InstallOptions | None, index_ttl: float) -> str | None:
-    """Why a :class:`Repo` with these options cannot work (one line), or ``None``; nothing is opened."""
-    if (problem := settings.validate()) is not None:
-        return problem
-    if not isinstance(jobs, int) or jobs < 1:
-        return f"--jobs must be at least 1, got {jobs}"
-    if install is not None and (problem := install.validate()) is not None:
-        return problem
-    if not index_ttl >= 0:
-        return f"--index-ttl must be zero or a positive number of seconds, got {index_ttl}"
-    return None
 
 
 def _job_done(
