@@ -94,9 +94,10 @@ class Ensurer:
         return None
 
     def batch(self, requested: list[Requested], chosen: list[Choice]) -> Flow[Outcomes]:
-        """The plan of ``ensure_all``: each spec settled where it needs no install; the missing trees' distributions
-        stored first in one installer run; then each missing tree installed (``jobs`` at a time); results in the
-        order of ``requested``, an index that could not answer failing its spec alone."""
+        """The plan of ``ensure_all`` and ``aensure_all``: each spec settled where it needs no install; the missing
+        trees' distributions stored first in one installer run; then each missing tree installed (the runner runs
+        ``jobs`` at a time); results in the order of ``requested``, an index that could not answer failing its
+        spec alone."""
         outcomes: list[EnsureResult | RepoinstallError | None] = [None] * len(requested)
         missing = []
         for index, (one, tid) in enumerate(zip(requested, chosen, strict=True)):
