@@ -28,6 +28,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from ._dstore.usage import StoreUsage
+    from ._ops.checkup import Repaired, Verification
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
@@ -47,9 +48,11 @@ _LAZY = {
     "PlannedDist": "._ops.plan",
     "Removal": "._ops.gc",
     "Removed": "._ops.remove",
+    "Repaired": "._ops.checkup",
     "StoreUsage": "._dstore.usage",
     "TreeEntry": "._store.manifest",
     "TreeReport": "._ops.verify",
+    "Verification": "._ops.checkup",
 }
 
 
@@ -80,6 +83,7 @@ __all__ = [
     "PlannedDist",
     "Removal",
     "Removed",
+    "Repaired",
     "Repo",
     "RepoUnusable",
     "RepoinstallError",
@@ -89,5 +93,6 @@ __all__ = [
     "TreeEntry",
     "TreeReport",
     "TreesConflict",
+    "Verification",
     "__version__",
 ]

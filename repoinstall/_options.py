@@ -138,3 +138,16 @@ def parse_duration(text: str) -> float:
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"{text!r} is not a duration (examples: 90, 90s, 15m, 2h, 7d)")
     return seconds
+
+
+def options_problem(settings: LockSettings, jobs: int, install: InstallOptions | None, index_ttl: float) -> str | None:
+    """Why a :class:`~repoinstall.Repo` with these options cannot work (one line), or ``None``; nothing is opened."""
+    if (problem := settings.validate()) is not None:
+        return problem
+    if not isinstance(jobs, int) or jobs < 1:
+        return f"--jobs must be at least 1, got {jobs}"
+    if install is not None and (problem := install.validate()) is not None:
+        return problem
+    if not index_ttl >= 0:
+        return f"--index-ttl must be zero or a positive number of seconds, got {index_ttl}"
+    return None

@@ -1,28 +1,21 @@
-"""``Repo``: the API's facade. Settings and lifecycle, and thin sync and async entry points that share result
-assembly; the work is done by the chooser (:mod:`repoinstall._choose`), the protocol
-(:mod:`repoinstall._install.protocol`), the operator commands (:mod:`repoinstall._ops`) and activation."""
+"""``Repo``: the API's facade. Settings and lifecycle, and thin sync and async entry points that only run the work
+the plans of :mod:`repoinstall._ensuring` decide (on worker threads, or awaited); the rest is done by the chooser
+(:mod:`repoinstall._choose`), the protocol (:mod:`repoinstall._install.protocol`), the operator commands
+(:mod:`repoinstall._ops`) and activation."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar, overload
+from typing import TYPE_CHECKING, Literal, TypeVar, overload
 
 from . import _log
 from ._choose import Choice, Chooser
-from ._errors import (
-    Interrupted,
-    InvalidInput,
-    LockTimeout,
-    NotInstalled,
-    NotOnIndex,
-    RepoinstallError,
-    ResolutionError,
-    os_errors,
-)
+from ._ensuring import Ensurer, Flow, bad_input_raised, gathered
+from ._errors import InvalidInput, NotInstalled, RepoinstallError, os_errors
 from ._options import (
     GC_OLDER_THAN,
     HEARTBEAT,
@@ -32,10 +25,10 @@ from ._options import (
     InstallOptions,
     LockSettings,
     max_jobs,
+    options_problem,
 )
 from ._requirements import Requested, parse_spec
-from ._results import Action, EnsureResult, Event
-from ._store.check import in_use
+from ._results import EnsureResult, Event
 from ._store.identity import TreeId, environment_tag
 from ._store.layout import Layout, default_repo
 
@@ -44,16 +37,12 @@ if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import AbstractContextManager
 
-    from packaging.version import Version
-
-    from ._dstore.identity import DistId
     from ._dstore.usage import StoreUsage
-    from ._install.flight import SingleFlight
-    from ._install.protocol import Filler, Outcome
     from ._oci.pull import Source
     from ._oci.push import Pushed
     from ._oci.reference import Reference
     from ._oci.settings import Settings
+    from ._ops.checkup import Verification
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
     from ._ops.lockinfo import LockInfo
@@ -62,29 +51,11 @@ if TYPE_CHECKING:
     from ._ops.storeverify import DistReport
     from ._ops.verify import TreeReport
     from ._options import InstallOptions
-    from ._store.closures import Closure
     from ._store.inway import Obstacle
-    from ._store.locks import TreeLocks
     from ._store.manifest import TreeEntry
 
 R = TypeVar("R")
-
-
-class Prepared(NamedTuple):
-    """What storing a batch first did for one of its trees: its closure, if resolved there, and how many
-    distributions it installed that this tree is the first of the batch to hold."""
-
-    closure: Closure | None = None
-    stored: int = 0
-    #: The stored distributions the batch stored or hashed whole, for this tree's composing to trust.
-    checked: frozenset[DistId] = frozenset()
-    #: A pinned tree the batch could not resolve: its listing is looked at first (see :meth:`Repo._capture`).
-    look_up: bool = False
-    #: Seconds the batch's run took: part of this tree's install, which waited for all of it.
-    seconds: float = 0.0
-
-
-_NOTHING = Prepared()
+T = TypeVar("T")
 
 
 class Repo:
@@ -115,14 +86,11 @@ class Repo:
         #: Trees installed at once: ``jobs``, held to twice the CPUs this process may use (at least 2, at most 32).
         self.jobs = min(jobs, max_jobs())
         self._install_options = install
-        self._on_event = on_event
-        self._locks: TreeLocks | None = None
         #: Unpinned specs: installed trees first (no network) unless ``refresh``; then the index, as pip would.
         self._chooser = Chooser(
             self._layout, self.env, self.settings, install, refresh=refresh, pre=pre, index_ttl=index_ttl
         )
-        self._flights: SingleFlight[Outcome] | None = None
-        #: Guards the lazily made locks, single-flight table and thread pool: threads may ask for them first at once.
+        #: Guards the lazily made thread pool: threads may ask for it first at once.
         self._lazy_guard = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         #: (event loop, tree) -> the install job tasks of that loop share.
@@ -137,6 +105,8 @@ class Repo:
             from ._oci.settings import Settings as _Settings
 
             self._source = _Source(pull_from, registry or _Settings())
+        #: What every ensure decides, and the steps its work runs, for the sync and async paths alike.
+        self._ensurer = Ensurer(self._layout, self._chooser, self.settings, install, self._source, on_event)
 
     @property
     def path(self) -> str:
@@ -183,7 +153,7 @@ class Repo:
         """:meth:`resolve` on the event loop: the index is asked with ``httpx.AsyncClient``."""
         return _raise((await self._chooser.achoose([self._parsed(requested)]))[0])
 
-    # ---- ensuring -----------------------------------------------------------------------------------------
+    # ---- ensuring: the plans are the Ensurer's; these only run their work (threads, or awaited) -------------
 
     def ensure(self, requested: Requested | str) -> EnsureResult:
         """Make sure the tree for ``requested`` is installed; install it (once, cluster-wide) if not."""
@@ -208,36 +178,18 @@ class Repo:
         Every spec is parsed and resolved before anything is installed, so bad input writes nothing.
         """
         requested = [self._parsed(s) for s in specs]
-        chosen = _raise_bad_input(self._chooser.choose(requested))
-        outcomes, missing = self._settled(requested, chosen)
-        if missing:
-            # Storing a batch first installs from the index: not where the trees' images are looked for first.
-            prepare = self._source is None
-            prepared = self._installing([partial(self._prefill, requested, chosen, missing)])[0] if prepare else {}
-            done = self._installing(
-                [partial(self._capture, requested[i], chosen[i], prepared.get(chosen[i], _NOTHING)) for i in missing]
-            )
-            for index, outcome in zip(missing, done, strict=True):
-                outcomes[index] = outcome
-        return _gathered([o for o in outcomes if o is not None], return_exceptions)
+        plan = self._ensurer.batch(requested, bad_input_raised(self._chooser.choose(requested)))
+        return gathered(self._run(plan), return_exceptions)
 
-    def _settled(
-        self, requested: list[Requested], chosen: list[Choice]
-    ) -> tuple[list[EnsureResult | RepoinstallError | None], list[int]]:
-        """Each spec's outcome where it needs no install (``None`` where it does), and the indexes of those."""
-        outcomes: list[EnsureResult | RepoinstallError | None] = [None] * len(requested)
-        missing = []
-        for index, (one, tid) in enumerate(zip(requested, chosen, strict=True)):
-            if isinstance(tid, RepoinstallError):
-                outcomes[index] = tid  # the index could not say: this one fails, the others go on
-            elif tid is None:
-                outcomes[index] = self._skipped(one)
-            # The warm path stays on this thread: no worker is started for a check of everything present.
-            elif in_use(self._layout, tid):
-                outcomes[index] = self._result(one, tid, "present")
-            else:
-                missing.append(index)
-        return outcomes, missing
+    def _run(self, plan: Flow[T]) -> T:
+        """Drive a plan on worker threads, this thread waiting for each step's work."""
+        try:
+            work = next(plan)
+            while True:
+                work = plan.send(self._installing(work))
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
     def _installing(self, tasks: list[Callable[[], R]]) -> list[R]:
         """Run install tasks on ``jobs`` worker threads while this thread waits. Interrupted (Ctrl-C, a SIGTERM
@@ -254,12 +206,10 @@ class Repo:
             raise
 
     def _ensure_one(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
-        """``_ensure`` with its install, if any, on a worker thread, so an interrupt of this thread stops it whole."""
-        if tid is None:
-            return self._skipped(requested)
-        if in_use(self._layout, tid):
-            return self._result(requested, tid, "present")  # the warm path: on this thread, as before
-        return self._installing([partial(self._ensure, requested, tid)])[0]
+        """One tree, its install (if any) on a worker thread, so an interrupt of this thread stops it whole."""
+        if (settled := self._ensurer.settle(requested, tid)) is not None:
+            return settled  # the warm path: on this thread
+        return self._installing([partial(self._ensurer.ensure, requested, tid)])[0]
 
     def ensure_together(self, specs: Iterable[Requested | str]) -> EnsureResult:
         """Make sure one tree holds all of ``specs`` and their dependencies, resolved by the installer in one
@@ -270,7 +220,7 @@ class Repo:
         from ._install.together import combined
 
         requested = [self._parsed(s) for s in specs]
-        chosen = [_raise(c) for c in _raise_bad_input(self._chooser.choose(requested))]
+        chosen = [_raise(c) for c in bad_input_raised(self._chooser.choose(requested))]
         members = [(one, tid) for one, tid in zip(requested, chosen, strict=True) if tid is not None]
         if not members:
             raise InvalidInput("nothing to ensure together: every spec's marker is false here")
@@ -321,196 +271,49 @@ class Repo:
         started are dropped and its installers killed, their staging dirs removed and locks released, before the
         cancellation propagates. (An install another caller shares goes on for that caller.)"""
         requested = [self._parsed(s) for s in specs]
-        chosen = _raise_bad_input(await self._chooser.achoose(requested))
-        outcomes, missing = self._settled(requested, chosen)
-        if missing:
-            from ._batch import Batch
+        plan = self._ensurer.batch(requested, bad_input_raised(await self._chooser.achoose(requested)))
+        return gathered(await self._arun(plan), return_exceptions)
 
-            first = Batch([partial(self._prefill, requested, chosen, missing)], 1)
-            try:
-                prepared = (await first.arun())[0]
-            except BaseException:
-                self._left_running = self._left_running or first.alive()
-                raise
-            batch = Batch(
-                [partial(self._capture, requested[i], chosen[i], prepared.get(chosen[i], _NOTHING)) for i in missing],
-                self.jobs,
-            )
-            try:
-                done = await batch.arun()
-            except BaseException:
-                self._left_running = self._left_running or batch.alive()
-                raise
-            for index, outcome in zip(missing, done, strict=True):
-                outcomes[index] = outcome
-        return _gathered([o for o in outcomes if o is not None], return_exceptions)
+    async def _arun(self, plan: Flow[T]) -> T:
+        """:meth:`_run` for asyncio: each step's work on the same worker threads, awaited."""
+        from ._batch import Batch
 
-    def _prefill(self, requested: list[Requested], chosen: list[Choice], missing: list[int]) -> dict[Choice, Prepared]:
-        """Store the distributions the ``missing`` trees need, in one resolution and one installer run (see
-        :mod:`repoinstall._install.prefill`); each tree's closure, for those resolved here. Only a saving: whatever
-        fails here is left to each tree's own install, which reports it."""
-        from ._install.prefill import prefill
-
-        items = [(requested[i], tid) for i in missing if isinstance(tid := chosen[i], TreeId)]
-        if len(items) < 2:
-            return {}  # one tree: its own protocol resolves and stores what it needs, under its own lock
-        prepared: dict[Choice, Prepared] = {}
-        started = time.monotonic()
         try:
-            with os_errors(self._layout.root, items[0][1]):
-                done = self._layout.retrying(
-                    prefill, self._layout, self._tree_locks(), self._install_options, items, self._newest
-                )
-            seconds = time.monotonic() - started
-            if done.closures:
-                _log.logger().info(
-                    "stored the distributions of %d trees in one run (%.1fs)", len(done.closures), seconds
-                )
-            prepared = {
-                tid: Prepared(
-                    done.closures.get(tid),
-                    done.stored.get(tid, 0),
-                    done.checked,
-                    seconds=seconds if tid in done.closures else 0.0,
-                )
-                for _, tid in items
-            }
-        except (Interrupted, LockTimeout):
-            raise  # stopping, or a peer's distribution waited for past --wait-timeout: exit 3, as for a tree
-        except RepoinstallError as error:
-            _log.logger().debug("storing the batch first failed (%s); installing tree by tree", error)
-        return self._absent(items, prepared)
-
-    def _absent(
-        self, items: list[tuple[Requested, TreeId]], prepared: dict[Choice, Prepared]
-    ) -> dict[Choice, Prepared]:
-        """``prepared``, with the pinned trees the batch did not resolve marked to be looked up, each by the
-        worker about to install it, so that one no source lists costs no installer run. Looked up there, not
-        all here: a batch of 20,000 pins would wait for 20,000 listings before its first install."""
-        unresolved = {
-            tid
-            for one, tid in items
-            if prepared.get(tid, _NOTHING).closure is None and one.pinned and not (one.locked or one.members)
-        }
-        if len(unresolved) < 2:
-            return prepared  # one tree: its installer's error says as much, for one run
-        return {**prepared, **{tid: prepared.get(tid, _NOTHING)._replace(look_up=True) for tid in unresolved}}
-
-    def _newest(
-        self, specs: Sequence[Requested], known: Mapping[tuple[str, str], str | None]
-    ) -> list[Version | ResolutionError]:
-        """The newest version the index offers for each spec (as the chooser asks for a tree's own version);
-        ``known``: the Requires-Python of files the batch stored, by name and version, not fetched again."""
-        return self._chooser._make_resolver().resolve(specs, known)
-
-    def _capture(
-        self, requested: Requested, tid: Choice, prepared: Prepared = _NOTHING
-    ) -> EnsureResult | RepoinstallError:
-        if prepared.look_up:
-            answer = self._chooser._make_resolver().resolve([requested])[0]
-            if isinstance(answer, NotOnIndex):
-                return answer  # every source's listing says so: no installer run would find it
-        try:
-            return self._ensure(requested, _raise(tid), prepared)
-        except RepoinstallError as error:
-            return error
-
-    def _ensure(self, requested: Requested, tid: TreeId | None, prepared: Prepared = _NOTHING) -> EnsureResult:
-        if tid is None:
-            return self._skipped(requested)
-        if in_use(self._layout, tid):
-            return self._result(requested, tid, "present")
-        filler = self._from_registry(tid) if self._source is not None else None
-        # Threads of this process asking for the same tree share one install before touching the file lock.
-        while True:
-            try:
-                outcome, shared = self._single_flight().run(
-                    tid,
-                    partial(
-                        self._install, requested, tid, prepared.closure, prepared.checked, filler, prepared.seconds
-                    ),
-                )
-                break
-            except Interrupted:
-                from . import _stop
-
-                if _stop.stopped():
+            work = next(plan)
+            while True:
+                batch = Batch(work, self.jobs)
+                try:
+                    results = await batch.arun()
+                except BaseException:
+                    self._left_running = self._left_running or batch.alive()
                     raise
-                # The install this thread shared was stopped with its own caller's batch, not ours: run it anew.
-        action = "waited" if shared else outcome.action
-        stored = prepared.stored + (0 if shared else outcome.stored)
-        installing = outcome.installing + (0.0 if shared else prepared.seconds)  # its batch's run was its install
-        return self._result(requested, tid, action, outcome.waited, installing, stored)
+                work = plan.send(results)
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
     async def _aensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
         import asyncio
 
-        if tid is None:
-            return self._skipped(requested)
-        if in_use(self._layout, tid):
-            return self._result(requested, tid, "present")
+        if (settled := self._ensurer.settle(requested, tid)) is not None:
+            return settled  # the warm path: on the loop
+        assert tid is not None  # settled otherwise
         loop = asyncio.get_running_loop()
         key = (id(loop), tid)
         # No await between this look-up and the insert below, so tasks of one loop cannot both start a job; threads
-        # and other loops are deduplicated one level down, by the SingleFlight inside self._ensure.
+        # and other loops are deduplicated one level down, by the SingleFlight inside Ensurer.ensure.
         job = self._async_jobs.get(key)
         shared = job is not None
         started = time.monotonic()
         if job is None:
-            job = loop.run_in_executor(self._executor(), self._ensure, requested, tid)
+            job = loop.run_in_executor(self._executor(), self._ensurer.ensure, requested, tid)
             self._async_jobs[key] = job
             job.add_done_callback(partial(_job_done, self._async_jobs, key))
         # shield: a cancelled waiter stops waiting; the install itself runs to its end on its thread.
         result = await asyncio.shield(job)
         if not shared:
             return result
-        return self._result(requested, tid, "waited", time.monotonic() - started)
-
-    def _install(
-        self,
-        requested: Requested,
-        tid: TreeId,
-        resolved: Closure | None = None,
-        checked: frozenset[DistId] = frozenset(),
-        filler: Filler | None = None,
-        batch: float = 0.0,
-    ) -> Outcome:
-        """The protocol for ``tid``; ``batch``: seconds a batch's run took to store its distributions first (the
-        time reported for it includes them)."""
-        from ._install.protocol import ensure_tree
-
-        self._emit(Event("start", str(tid)))
-        started = time.monotonic()
-        with os_errors(self._layout.root, tid):
-            # A handle gone stale mid-protocol (another NFS client replaced what it named) unwinds this run like a
-            # crash would (staging removed, lock released) and runs the protocol again from fresh lookups.
-            outcome = self._layout.retrying(
-                ensure_tree,
-                self._layout,
-                self._tree_locks(),
-                self._install_options,
-                requested,
-                tid,
-                resolved,
-                checked,
-                filler,
-            )
-        seconds = time.monotonic() - started + batch
-        self._emit(Event("done", str(tid), outcome.action, seconds))
-        size = f", {outcome.size / 1e6:.1f} MB" if outcome.size else ""
-        with_batch = ", its batch's run included" if batch else ""
-        _log.logger().info("%s %s (%.1fs%s%s)", outcome.action, tid, seconds, size, with_batch)
-        return outcome
-
-    def _from_registry(self, tid: TreeId) -> Filler | None:
-        """Step 5 from the tree's image where ``--from``'s registry has one (``None``: install as without it)."""
-        assert self._source is not None
-        with os_errors(self._layout.root, tid):
-            found = self._source.find(tid)
-        if found is None:
-            _log.logger().info("%s: no image in %s; installing it", tid, self._source.reference)
-            return None
-        return partial(self._source.fill, found)
+        return self._ensurer.result(requested, tid, "waited", time.monotonic() - started)
 
     def push(self, trees: Iterable[EnsureResult], to: Reference, *, skip_pulled: bool = False) -> list[Pushed]:
         """Push each installed tree of ``trees`` to ``to`` as an image (see :mod:`repoinstall._oci.push`);
@@ -539,26 +342,6 @@ class Repo:
                     pushed.append(push(self._layout, registry, tid, record))
         return pushed
 
-    def _tree_locks(self) -> TreeLocks:
-        # Made on first use (the warm path takes no lock), once: it remembers which obstacles were reported.
-        with self._lazy_guard:
-            if self._locks is None:
-                from ._store.locks import TreeLocks
-
-                self._locks = TreeLocks(self._layout, self.settings)
-            return self._locks
-
-    def _single_flight(self) -> SingleFlight[Outcome]:
-        # Made on first use (the warm path never needs it), once: two tables would let two threads install at once.
-        if (flights := self._flights) is None:
-            from ._install.flight import SingleFlight
-
-            with self._lazy_guard:
-                if self._flights is None:
-                    self._flights = SingleFlight()
-                flights = self._flights
-        return flights
-
     def _executor(self) -> ThreadPoolExecutor:
         with self._lazy_guard:
             if self._pool is None:
@@ -566,32 +349,6 @@ class Repo:
 
                 self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="repoinstall")
             return self._pool
-
-    # ---- results and events -------------------------------------------------------------------------------
-
-    def _skipped(self, requested: Requested) -> EnsureResult:
-        _log.logger().info("skipped %s: its marker is false here", requested.text)
-        self._emit(Event("ensured", "", "skipped", requirement=requested.text))
-        return EnsureResult(requested.text, requested.name, None, None, "skipped")
-
-    def _result(
-        self,
-        requested: Requested,
-        tid: TreeId,
-        action: Action,
-        waited: float = 0.0,
-        installing: float = 0.0,
-        stored: int = 0,
-    ) -> EnsureResult:
-        self._emit(Event("ensured", str(tid), action, waited + installing, requested.text, waited, installing))
-        path = self._layout.tree_path(tid)
-        return EnsureResult(
-            requested.text, tid.name, tid.version_text, path, action, tid.extras, waited, installing, stored
-        )
-
-    def _emit(self, event: Event) -> None:
-        if self._on_event is not None:
-            self._on_event(event)
 
     # ---- using trees ----------------------------------------------------------------------------------------
 
@@ -655,19 +412,30 @@ class Repo:
 
     # ---- operator commands ----------------------------------------------------------------------------------
 
-    def verify(self, specs: Iterable[Requested | str] = ()) -> list[TreeReport]:
-        """Verify the trees for ``specs`` file by file, or every tree in the repo (all environments) if none."""
+    def verify(self, specs: Iterable[Requested | str] = (), *, repair: bool = False) -> Verification:
+        """Verify the trees for ``specs`` file by file, or every tree in the repo (all environments) if none, and the
+        stored distributions they are composed from (as ``repoinstall verify`` does).
+
+        ``repair``: then fix what was found (``verify --repair``), the store first: each damaged stored distribution
+        is set aside (:meth:`repair_stored`), then each damaged tree is re-recorded or reinstalled under its lock
+        (:meth:`repair`), so the trees composed from a damaged distribution install it afresh, never linking its
+        changed files again. A repair that fails is in :attr:`Verification.failed` with its error; the others still
+        run. The reports are those found before repairing: ``verify()`` again says what stands now."""
+        from ._ops.checkup import Verification, repair_all
+        from ._ops.storeverify import verify_store
         from ._ops.verify import every_tree, verify
         from ._store.dists import Hashed
 
         wanted = [self._parsed(s) for s in specs]
         self._layout.existing_fd()
-        if wanted:
-            tids = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None]
-        else:
-            tids = self._layout.retrying(every_tree, self._layout)
+        named = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None] if wanted else None
+        every = self._layout.retrying(every_tree, self._layout)
         hashed: Hashed = {}  # a file the store links into many trees is hashed once
-        return [self._layout.retrying(verify, self._layout, tid, hashed) for tid in tids]
+        trees = [
+            self._layout.retrying(verify, self._layout, tid, hashed) for tid in (every if named is None else named)
+        ]
+        store = self._layout.retrying(verify_store, self._layout, every, named)
+        return Verification(trees, store, repair_all(trees, store, self.repair_stored, self.repair) if repair else ())
 
     def verify_store(self, specs: Iterable[Requested | str] = ()) -> list[DistReport]:
         """Verify the stored distributions the trees for ``specs`` are composed from, or the whole store if none;
@@ -699,7 +467,7 @@ class Repo:
             return "ok"
         with os_errors(self._layout.root, report.tid):
             return self._layout.retrying(
-                repair_tree, self._layout, self._tree_locks(), self._install_options, report.tid, self.env
+                repair_tree, self._layout, self._ensurer.tree_locks(), self._install_options, report.tid, self.env
             )
 
     def obstacles(self) -> list[Obstacle]:
@@ -812,37 +580,6 @@ def _raise(choice: Choice) -> TreeId | None:
     if isinstance(choice, RepoinstallError):
         raise choice
     return choice
-
-
-def _raise_bad_input(chosen: list[Choice]) -> list[Choice]:
-    # Bad input fails the whole call before anything is installed; an index that could not answer fails its spec.
-    for choice in chosen:
-        if isinstance(choice, RepoinstallError) and not isinstance(choice, ResolutionError):
-            raise choice
-    return chosen
-
-
-def options_problem(settings: LockSettings, jobs: int, install: InstallOptions | None, index_ttl: float) -> str | None:
-    """Why a :class:`Repo` with these options cannot work (one line), or ``None``; nothing is opened."""
-    if (problem := settings.validate()) is not None:
-        return problem
-    if not isinstance(jobs, int) or jobs < 1:
-        return f"--jobs must be at least 1, got {jobs}"
-    if install is not None and (problem := install.validate()) is not None:
-        return problem
-    if not index_ttl >= 0:
-        return f"--index-ttl must be zero or a positive number of seconds, got {index_ttl}"
-    return None
-
-
-def _gathered(
-    outcomes: list[EnsureResult | RepoinstallError], return_exceptions: bool
-) -> list[EnsureResult | RepoinstallError]:
-    if not return_exceptions:
-        for outcome in outcomes:
-            if isinstance(outcome, RepoinstallError):
-                raise outcome
-    return outcomes
 
 
 def _job_done(

@@ -101,7 +101,7 @@ class Packages(NamedTuple):
         """Refuse what cannot work before anything runs, without touching the repo or an index: nothing asked, a
         spec that does not parse, a file that cannot be read, an option out of range. Raises the one-line
         :class:`RepoinstallError` that ``repoinstall ensure`` would exit 2 with."""
-        from ._repo import options_problem
+        from ._options import options_problem
         from ._urls import check_sources
 
         if not self.specs and not self.files:

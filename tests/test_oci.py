@@ -266,3 +266,29 @@ def test_two_platforms_pushed_at_once_both_stay_in_the_index(
     assert front.reads >= 2 and front.writes >= 2  # the race was run: both read, both wrote
     index = json.loads(skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{oci.host}/{repository}:{tag}"))
     assert sorted(e["annotations"]["org.repoinstall.env"] for e in index["manifests"]) == sorted([native, other])
+
+
+def test_aensure_all_from_a_registry_asks_the_index_for_no_file(
+    tmp_path: Path, served: IndexServer, oci: Registry
+) -> None:
+    import asyncio
+
+    from repoinstall import InstallOptions, Repo
+    from repoinstall._oci.reference import Reference
+    from repoinstall._oci.settings import Settings
+
+    where = f"{oci.host}/batches"
+    first = run("ensure", "app-one==1.0", "app-two==1.0", "--repo", tmp_path / "one", "--no-index", "-f", served.url,
+                "--from", where, "--push", "--plain-http", "--json")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    names = ("app_one", "app_two", "base_lib")
+    downloads = {name: served.downloads(name) for name in names}
+    options = InstallOptions(find_links=(served.url,), no_index=True)
+    pulling = Repo(tmp_path / "two", install=options, pull_from=Reference.parse(where), registry=Settings(True))
+    with pulling as repo:
+        done = asyncio.run(repo.aensure_all(["app-one==1.0", "app-two==1.0"]))
+        assert [one.action for one in done] == ["installed", "installed"]
+        assert {entry.installer for entry, _ in repo.list()} == {"oci-image"}
+        assert repo.verify().ok
+    # As ensure_all does: a batch whose trees' images are looked for first stores nothing from the index first.
+    assert {name: served.downloads(name) for name in names} == downloads

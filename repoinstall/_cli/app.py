@@ -447,36 +447,25 @@ def verify(
     they are composed from against theirs; exit 1 if any is wrong.
 
     The trees SPECs and -r FILEs name (a requirements file's trees, a lock file's one tree), else every tree."""
+    from .._ops.checkup import Verification
+
     _use_json(opts)
     _configure_log(opts)
     if (specs or requirement) and all_trees:
         _fail("give SPEC arguments or -r FILE, or --all, not both", 2)
-    repaired: list[dict[str, str]] = []
-    failed: list[str] = []
     try:
         wanted = _collect(specs or [], requirement or [], require_hashes=False)
         with Repo(repo_path(opts, announce=False), **opts.repo_settings()) as store:
             named = bool(specs or requirement)  # files that name no tree (comments only): nothing to verify
-            reports = store.verify(wanted) if wanted or not named else []
-            stored = store.verify_store(wanted) if wanted or not named else []
             obstacles = store.obstacles()  # in the store's, its locks' or the trees' locks' way: a person looks
-            # A damaged stored distribution first: set aside, so the trees composed from it install it afresh.
-            for dist in stored if repair else ():
-                if not dist.ok:
-                    try:
-                        action = store.repair_stored(dist)
-                        repaired.append({"dist": str(dist), "env": dist.stored.env, "action": action})
-                    except RepoinstallError as error:
-                        failed.append(str(error))
-            for report in reports:
-                if repair and not report.ok:
-                    try:
-                        repaired.append({"tree": report.tid.pin, "env": report.tid.env, "action": store.repair(report)})
-                    except RepoinstallError as error:
-                        failed.append(str(error))
+            # With --repair, the store's damaged distributions are set aside before the trees are: Repo.verify's rule.
+            found = store.verify(wanted, repair=repair) if wanted or not named else Verification((), ())
             root = store.path
     except RepoinstallError as error:
         _fail(error)
+    reports, stored = found.trees, found.store
+    repaired = [done.as_dict() for done in found.repaired if done.error is None]
+    failed = [str(done.error) for done in found.failed]
     if opts.as_json:
         stored_rows = [d.as_dict() for d in stored]
         document = {"repo": root, "trees": [r.as_dict() for r in reports], "store": stored_rows, "repaired": repaired}

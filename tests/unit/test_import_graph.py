@@ -120,6 +120,7 @@ LAYERS = [
     {"_oci"},  # trees as OCI images: pushed, and pulled into the store through the install protocol
     {"_ops"},  # operator commands: verify, repair, gc, remove, lock info, doctor, list
     {"_choose", "_activate"},
+    {"_ensuring"},  # what an ensure decides, for Repo's sync and async paths alike
     {"_repo"},
     {"repoinstall"},  # the public names (__init__)
     {"_workers"},  # what a worker runtime asks, over the public Repo

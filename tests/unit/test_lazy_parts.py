@@ -40,11 +40,11 @@ def test_one_resolver_and_one_http_client_for_all_threads(tmp_path: Path) -> Non
 def test_one_single_flight_table_for_all_threads(tmp_path: Path) -> None:
     for attempt in range(20):
         with Repo(tmp_path / f"repo-{attempt}") as repo:
-            assert len(_first_use_by_many(repo._single_flight)) == 1
+            assert len(_first_use_by_many(repo._ensurer.single_flight)) == 1
 
 
 def test_one_set_of_tree_locks_for_all_threads(tmp_path: Path) -> None:
     # One TreeLocks per repo: it remembers which "no lock possible" warnings were already given.
     for attempt in range(20):
         with Repo(tmp_path / f"repo-{attempt}") as repo:
-            assert len(_first_use_by_many(repo._tree_locks)) == 1
+            assert len(_first_use_by_many(repo._ensurer.tree_locks)) == 1

@@ -15,13 +15,15 @@ from repoinstall._store import manifest
 from repoinstall._store.identity import TreeId, environment_tag
 from repoinstall._store.layout import Layout
 
-#: Every module of ours the warm CLI may import: the command line, the facade and the lock-free check.
+#: Every module of ours the warm CLI may import: the command line, the facade, what an ensure decides (the check of
+#: what is present among it) and the lock-free check.
 WARM = {
     "repoinstall",
     "repoinstall._choose",
     "repoinstall._cli",
     "repoinstall._cli.app",
     "repoinstall._cli.options",
+    "repoinstall._ensuring",
     "repoinstall._errors",
     "repoinstall._log",
     "repoinstall._options",
