@@ -177,7 +177,7 @@ def _collect(
         )
     if not files:
         return wanted
-    from .._install.locked import read
+    from .._lockfile.request import read
 
     for path in files:
         found = read(path, require_hashes=require_hashes, install=install)
