@@ -27,7 +27,7 @@ from .._errors import InstallError, RepoinstallError
 from .._lockfile.request import lock_request
 from .._requirements import Requested
 from .._store import fs as _fs
-from .._store.identity import TreeId, canonical_name, is_locked, is_set, normal_version
+from .._store.identity import TreeId, TreeKind, canonical_name, normal_version
 from .._store.metadata import dist_info_name
 from .._store.pin import Pin, pins_of
 
@@ -47,7 +47,7 @@ LOCK_JSON = "lock.json"
 def all_pins(tid: TreeId, requested: Requested, write: Callable[[str, bytes], str]) -> list[Pin]:
     """The pinned install's pins, and for a set's or lock's tree its own metapackage's (written by ``write``)."""
     pins = list(requested.locked)
-    if is_locked(tid.name) or is_set(tid.name):  # the tree's own metapackage, made here
+    if tid.kind.own_metapackage:  # the tree's own metapackage, made here
         filename, data = _metapackage(tid, requested)
         url = _file_url(write(filename, data))
         pins.append(Pin(tid.name, tid.version_text, url, (f"sha256:{hashlib.sha256(data).hexdigest()}",)))
@@ -63,7 +63,7 @@ def _file_url(path: str) -> str:
 def _metapackage(tid: TreeId, requested: Requested) -> tuple[str, bytes]:
     from .together import wheel
 
-    if is_set(tid.name):
+    if tid.kind is TreeKind.SET:
         return wheel(tid, requested.members)
     # Of the closure alone (names, versions, hashes; no URL, so no credentials either): every pod makes the same
     # bytes for one closure, whatever its lock's URLs, so a tree's image pulled by another cluster holds this very
@@ -77,7 +77,7 @@ def _metapackage(tid: TreeId, requested: Requested) -> tuple[str, bytes]:
 def check_members(tid: TreeId, expected: Sequence[str], dists: Sequence[Dist]) -> None:
     """Refuse a staged tree that does not hold exactly the ``expected`` distributions (``name==version``) at their
     versions (and a set's or lock's own metapackage)."""
-    own = is_locked(tid.name) or is_set(tid.name)
+    own = tid.kind.own_metapackage
     found = [(d.name, d.version) for d in dists if not (own and tid.is_named(d.name, d.version))]
     _refuse_unlike(tid, expected, found)
 
@@ -156,7 +156,7 @@ def pinned(
 def keep_closure(layout: Layout, tid: TreeId, entry: TreeEntry, *, pinned_before: bool) -> None:
     """Keep the closure of a tree just published (not a lock's tree: its lock.json is its closure), unless it was
     installed from a kept one (the same). Best effort: a tree without it is resolved afresh next time."""
-    if pinned_before or is_locked(tid.name):
+    if pinned_before or tid.kind is TreeKind.LOCKED:
         return
     from .._store import closures
 

@@ -22,6 +22,7 @@ from .._dstore.split import split
 from .._errors import InstallError
 from .._options import InstallOptions
 from .._requirements import Requested
+from .._store.identity import TreeKind
 from .._store.pin import Pin
 
 if TYPE_CHECKING:
@@ -97,14 +98,13 @@ def build(
 ) -> tuple[Built, int]:
     """Compose the tree ``tid`` at ``target`` from the store, installing what it lacks first (see
     :mod:`.storing`); what built it, and how many distributions this call installed into the store."""
-    from .._store.identity import is_locked
     from .backends.run import Built as _Built
     from .backends.run import backend
     from .composing import compose_stored
     from .locked import artifacts_of, check_planned
     from .storing import install_now, store_missing
 
-    if is_locked(tid.name):  # before anything is stored: else its own metapackage would be, for nothing
+    if tid.kind is TreeKind.LOCKED:  # before anything is stored: else its own metapackage would be, for nothing
         check_planned(tid, requested.members, [dist for dist, _ in planned])
     installed, built = store_missing(layout, locks, options, planned, scratch, str(tid), checked)
     if not installed:

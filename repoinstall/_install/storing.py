@@ -36,7 +36,7 @@ from .._options import InstallOptions
 from .._requirements import Requested
 from .._store import fs as _fs
 from .._store.dists import scan
-from .._store.identity import is_locked, is_set
+from .._store.identity import kind_of
 from .._store.pin import Pin
 
 if TYPE_CHECKING:
@@ -111,8 +111,8 @@ def install_now(
     first, then a set's or lock's own metapackage, so an installer that fails (a hash that does not match) stores
     nothing of a tree that cannot be; its last installer run (``None``: it needed none). Its scratch dirs are new
     ones named ``scratch`` and a suffix."""
-    own = [(d, pin) for d, pin in mine if is_set(d.name) or is_locked(d.name)]
-    others = [(d, pin) for d, pin in mine if not (is_set(d.name) or is_locked(d.name))]
+    own = [(d, pin) for d, pin in mine if kind_of(d.name).own_metapackage]
+    others = [(d, pin) for d, pin in mine if not kind_of(d.name).own_metapackage]
     built = None
     for number, group in enumerate(_runs(others)):
         built = _install(layout, options, group, f"{scratch}-{number}", what)
