@@ -27,8 +27,8 @@ from pathlib import Path
 from packaging.version import Version
 
 from repoinstall import Repo
-from repoinstall._install.locked import request
 from repoinstall._lockfile.read import read_lock
+from repoinstall._lockfile.request import request
 from repoinstall._store.dists import Dist
 from repoinstall._store.identity import TreeId, environment_tag
 from repoinstall._store.layout import Layout

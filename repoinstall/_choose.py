@@ -80,7 +80,7 @@ class Chooser:
             return requested
         from packaging.version import Version
 
-        from ._install.locked import request_of
+        from ._lockfile.request import request_of
         from ._store.check import present
         from ._store.identity import legacy_lock_name, lock_name
         from ._store.pin import closure_key

@@ -123,9 +123,9 @@ class Ensurer:
 
     def prefill(self, requested: list[Requested], chosen: list[Choice], missing: list[int]) -> dict[Choice, Prepared]:
         """Store the distributions the ``missing`` trees need, in one resolution and one installer run (see
-        :mod:`repoinstall._install.prefill`); each tree's closure, for those resolved here. Only a saving: whatever
+        :mod:`repoinstall._install.fill.batch`); each tree's closure, for those resolved here. Only a saving: whatever
         fails here is left to each tree's own install, which reports it."""
-        from ._install.prefill import prefill
+        from ._install.fill.batch import prefill
 
         items = [(requested[i], tid) for i in missing if isinstance(tid := chosen[i], TreeId)]
         if len(items) < 2:

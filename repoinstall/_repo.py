@@ -569,7 +569,7 @@ class Repo:
 
 
 def _lock_request(path: str, install: InstallOptions | None) -> Requested:
-    from ._install.locked import read
+    from ._lockfile.request import read
 
     found = read(path, require_hashes=True, install=install or InstallOptions())
     assert not isinstance(found, list)  # with require_hashes: a lock, or an error saying why not

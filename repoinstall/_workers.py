@@ -86,8 +86,8 @@ class Packages(NamedTuple):
     def requests(self, *, installing: bool = True) -> list[Requested]:
         """What was asked, in order: the specs, then each file's requirements (a lock file: its one tree).
         ``installing``: read where it installs, so a lock's local artifacts are checked (see
-        :func:`repoinstall._install.locked.read`); not on a driver, which may not see the worker's files."""
-        from ._install.locked import read
+        :func:`repoinstall._lockfile.request.read`); not on a driver, which may not see the worker's files."""
+        from ._lockfile.request import read
         from ._requirements import parse_spec
 
         install = (self.install or InstallOptions()) if installing else None

@@ -134,7 +134,7 @@ def test_a_lock_files_hashes_bind_a_pulled_image(tmp_path: Path, hostile: Hostil
     lock = tmp_path / "requirements.txt"
     lock.write_text(f"evil-pkg==1.0 --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}\n")
     from repoinstall import Repo
-    from repoinstall._install.locked import read
+    from repoinstall._lockfile.request import read
 
     with Repo(tmp_path / "probe") as repo:
         requested = read(str(lock))

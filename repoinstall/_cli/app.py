@@ -16,7 +16,7 @@ from .. import _log
 from .._errors import InvalidInput, RepoinstallError
 from .._repo import Repo
 from .._results import EnsureResult
-from .._store.identity import is_locked, is_set
+from .._store.identity import TreeKind, kind_of
 from .options import ENSURING, INSTALLING, LOCKING, OUTPUT, REGISTRY, Options, repo_path, takes
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def _collect(
         )
     if not files:
         return wanted
-    from .._install.locked import read
+    from .._lockfile.request import read
 
     for path in files:
         found = read(path, require_hashes=require_hashes, install=install)
@@ -188,9 +188,10 @@ def _collect(
 def _set_members(name: str, requirement: str) -> str:
     """`` (a==1, b==2)`` after the name of a tree that holds a set installed together, `` (lock FILE)`` after a
     lock file's tree, else nothing."""
-    if is_set(name):
+    kind = kind_of(name)
+    if kind is TreeKind.SET:
         return f" ({', '.join(requirement.split())})"
-    return f" (lock {requirement})" if is_locked(name) else ""
+    return f" (lock {requirement})" if kind is TreeKind.LOCKED else ""
 
 
 def _together(store: Repo, wanted: "list[Requested]") -> "EnsureResult | RepoinstallError":
@@ -759,7 +760,7 @@ def list_(
             ],
             **(
                 {"lock": {"source": record.requirement, "members": _lock_members(record)}}
-                if is_locked(record.name)
+                if kind_of(record.name) is TreeKind.LOCKED
                 else {}
             ),
         }
@@ -772,7 +773,7 @@ def list_(
         for record, path in records:
             extras = f"[{','.join(record.extras)}]" if record.extras else ""
             members = _set_members(record.name, record.requirement)
-            if is_locked(record.name):
+            if kind_of(record.name) is TreeKind.LOCKED:
                 members = f" (lock {record.requirement}: {', '.join(_lock_members(record))})"
             typer.echo(f"{record.name}{extras}=={record.version}{members}  {record.env}  {record.installed_at}  {path}")
         return
@@ -787,9 +788,10 @@ def _held(record: "TreeEntry") -> list[str]:
     names other than its own."""
     from .._store.manifest import recorded_dists
 
-    if is_set(record.name):
+    kind = kind_of(record.name)
+    if kind is TreeKind.SET:
         return record.requirement.split()
-    if is_locked(record.name):
+    if kind is TreeKind.LOCKED:
         return _lock_members(record)
     return sorted({str(row.get("name")) for row in recorded_dists(record)} - {record.name})
 

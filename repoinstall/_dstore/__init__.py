@@ -14,5 +14,6 @@
 - :mod:`.links`: whether the repo's filesystem takes hard links (``doctor``).
 
 Installing into the store (one resolution and one installer run per batch, a lock per distribution) is
-``repoinstall._install.prefill``, ``.storing`` and ``.stored``; gc of the store is ``repoinstall._ops.gcstore``.
+``repoinstall._install.fill`` (a batch's trees, a single tree, and the steps both take); gc of the store is
+``repoinstall._ops.gcstore``.
 """

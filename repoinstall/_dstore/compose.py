@@ -49,7 +49,7 @@ def compose(tree: str, dists: Sequence[tuple[str, str]]) -> Composed:
     """Fill the empty dir ``tree`` with the files of ``dists`` (each ``(what it is, its stored dir)``);
     :class:`InstallError` naming both when two write one path (nothing is published from a refused tree), and
     :class:`Taken` when a stored dir is not at its path (any more): the caller stores it again and composes anew
-    (:mod:`repoinstall._install.composing`)."""
+    (:mod:`repoinstall._install.fill.compose`)."""
     written: dict[str, str] = {}
     linked = copied = copied_bytes = 0
     for what, stored in dists:

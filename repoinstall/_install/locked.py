@@ -11,7 +11,8 @@ for one closure on every cluster. It is installed by path with the lock's artifa
 checked to hold each package at its locked version and nothing else; to everything else it is an ordinary tree
 (checked, locked, staged, verified, published, listed, collected). The key is the set of (name, version,
 artifact hashes) the lock installs here, so every file of one resolution for this environment is one tree, and a
-changed hash is another.
+changed hash is another. The lock file itself is read in the input layer (:mod:`repoinstall._lockfile.request`):
+here a lock is its pins.
 """
 
 from __future__ import annotations
@@ -21,95 +22,32 @@ import json
 import os
 from typing import TYPE_CHECKING
 
-from packaging.version import Version
-
 from .. import _log
-from .._errors import InstallError, InvalidInput, RepoinstallError
+from .._errors import InstallError, RepoinstallError
+from .._lockfile.request import lock_request
 from .._requirements import Requested
 from .._store import fs as _fs
-from .._store.identity import TreeId, canonical_name, is_locked, is_set, legacy_lock_name, normal_version
+from .._store.identity import TreeId, TreeKind, canonical_name, normal_version
 from .._store.metadata import dist_info_name
-from .._store.pin import Pin, closure_key, pins_of
+from .._store.pin import Pin, pins_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from pathlib import Path
 
     from .._dstore.identity import DistId
-    from .._lockfile.model import Lock
-    from .._options import InstallOptions
     from .._store.closures import Closure
     from .._store.dists import Dist
     from .._store.layout import Layout
     from .._store.manifest import Artifact, TreeEntry
 
-_VERSION = Version("1")
 #: The file in the metapackage's dist-info that lists what the tree was installed from.
 LOCK_JSON = "lock.json"
-
-
-def read(
-    path: str, *, require_hashes: bool = False, install: InstallOptions | None = None
-) -> Requested | list[Requested]:
-    """A requirements file (``-r``) as asked: a lock file's tree, when it is a PEP 751 lock or every line of it is
-    pinned and hashed, else its requirements one by one. Mixed hashed and unhashed lines, or anything not fully
-    hashed with ``require_hashes``: :class:`RequirementsFileError` with pip's reason (exit 2).
-
-    ``install``: the lock is read to be installed with these options, so each local artifact it names must be a
-    regular file below the lock file's directory or a local find-links directory of theirs (see
-    :mod:`repoinstall._lockfile.local`); ``None``: read only to name its tree (``path``, ``remove``, ``export``),
-    which reads no artifact."""
-    from .._lockfile.read import is_lock_file, read_lock
-
-    if is_lock_file(path):
-        return request(read_lock(path, roots=None if install is None else _find_links_roots(install)))
-    from .._lockfile.hashed import hash_mode, lock_from_requirements
-    from .._requirements import read_requirements_file
-
-    found = read_requirements_file(path)
-    if hash_mode(found, require_hashes=require_hashes):
-        return request(lock_from_requirements(found, path))
-    return found
-
-
-def _find_links_roots(install: InstallOptions) -> Callable[[], Sequence[Path]]:
-    """The local find-links directories ``install`` (with pip's configuration) names, read when first asked."""
-
-    def roots() -> Sequence[Path]:
-        from .._lockfile.local import find_links_roots
-        from .._pipconfig import index_config
-
-        return find_links_roots(index_config(install).find_links)
-
-    return roots
-
-
-def request(lock: Lock) -> Requested:
-    """The request of what ``lock`` installs in this environment: the tree of its pins (see :func:`request_of`)."""
-    if not lock.packages:
-        raise InvalidInput(f"{lock.source}: no package of this lock is for this environment; nothing to install")
-    pins = tuple(Pin(p.name, p.version, p.url or "", p.hashes) for p in lock.packages)
-    # Its text is the file's absolute path: the record says where the lock came from.
-    return request_of(pins, os.path.abspath(lock.source), lock.source)
-
-
-def request_of(pins: tuple[Pin, ...], text: str, source: str | None = None, name: str | None = None) -> Requested:
-    """The request of the lock tree ``name``==1 that installs ``pins``; its name derives from the closure (each
-    pin's name, version and hashes), never from the file that carried it: ``name`` (see
-    :meth:`repoinstall._choose.Chooser.pinned`), else ``locked-<16 hex of its key>``."""
-    return _request(name or legacy_lock_name(closure_key(pins)), text, pins, source)
-
-
-def _request(name: str, text: str, pins: tuple[Pin, ...], source: str | None = None) -> Requested:
-    """The request of the lock tree ``name``==1 installed from ``pins``."""
-    members = tuple(pin.member for pin in pins)
-    return Requested(text, name, (), _VERSION, source=source or text, members=members, locked=pins)
 
 
 def all_pins(tid: TreeId, requested: Requested, write: Callable[[str, bytes], str]) -> list[Pin]:
     """The pinned install's pins, and for a set's or lock's tree its own metapackage's (written by ``write``)."""
     pins = list(requested.locked)
-    if is_locked(tid.name) or is_set(tid.name):  # the tree's own metapackage, made here
+    if tid.kind.own_metapackage:  # the tree's own metapackage, made here
         filename, data = _metapackage(tid, requested)
         url = _file_url(write(filename, data))
         pins.append(Pin(tid.name, tid.version_text, url, (f"sha256:{hashlib.sha256(data).hexdigest()}",)))
@@ -125,7 +63,7 @@ def _file_url(path: str) -> str:
 def _metapackage(tid: TreeId, requested: Requested) -> tuple[str, bytes]:
     from .together import wheel
 
-    if is_set(tid.name):
+    if tid.kind is TreeKind.SET:
         return wheel(tid, requested.members)
     # Of the closure alone (names, versions, hashes; no URL, so no credentials either): every pod makes the same
     # bytes for one closure, whatever its lock's URLs, so a tree's image pulled by another cluster holds this very
@@ -139,7 +77,7 @@ def _metapackage(tid: TreeId, requested: Requested) -> tuple[str, bytes]:
 def check_members(tid: TreeId, expected: Sequence[str], dists: Sequence[Dist]) -> None:
     """Refuse a staged tree that does not hold exactly the ``expected`` distributions (``name==version``) at their
     versions (and a set's or lock's own metapackage)."""
-    own = is_locked(tid.name) or is_set(tid.name)
+    own = tid.kind.own_metapackage
     found = [(d.name, d.version) for d in dists if not (own and tid.is_named(d.name, d.version))]
     _refuse_unlike(tid, expected, found)
 
@@ -179,7 +117,7 @@ def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
     record = read(layout, tid)
     closure = None if record is None else closures.of_record(tid, record)
     if closure is not None:
-        return _request(tid.name, source, closure.pins)
+        return lock_request(tid.name, source, closure.pins)
     path = (*layout.tree_dir(tid), tid.leaf, dist_info_name(tid.name, tid.version_text), LOCK_JSON)
     data = _fs.read_file(layout.existing_fd(), path)
     try:
@@ -188,7 +126,7 @@ def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
         if all(type(v) is list and v and all(type(s) is str for s in v) for v in (lines, members)):
             pins = pins_of(lines, members)
             if pins is not None:
-                return _request(tid.name, source, pins)
+                return lock_request(tid.name, source, pins)
     except (ValueError, KeyError, TypeError):
         pass
     raise InstallError(
@@ -218,7 +156,7 @@ def pinned(
 def keep_closure(layout: Layout, tid: TreeId, entry: TreeEntry, *, pinned_before: bool) -> None:
     """Keep the closure of a tree just published (not a lock's tree: its lock.json is its closure), unless it was
     installed from a kept one (the same). Best effort: a tree without it is resolved afresh next time."""
-    if pinned_before or is_locked(tid.name):
+    if pinned_before or tid.kind is TreeKind.LOCKED:
         return
     from .._store import closures
 

@@ -60,13 +60,13 @@ def ensure_tree(
     filler: Filler | None = None,
 ) -> Outcome:
     """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took.
-    ``resolved``: its closure as its batch's one resolution found it (see :mod:`.prefill`), for a tree that has
+    ``resolved``: its closure as its batch's one resolution found it (see :mod:`.fill.batch`), for a tree that has
     no lock or kept closure; ``checked``: the stored distributions its batch checked; ``filler``: step 5 from
     elsewhere than an installer (a registry's image)."""
+    from .fill.tree import fill
     from .locked import keep_closure, pinned
     from .preflight import refuse_obstacles
     from .staging import Staging
-    from .stored import fill
 
     clock = locks.clock
     # 1. Check, lock-free: a record AND the tree's METADATA naming it mean installed. No lock, no network. Then

@@ -23,7 +23,7 @@ from .._dstore import store as _store
 from .._dstore.audit import fit
 from .._dstore.compose import compose
 from .._errors import InstallError
-from .._install.storing import publish
+from .._install.fill.publish import publish
 from .._store.manifest import Artifact
 from . import image as _image
 from .auth import lookup
@@ -108,8 +108,8 @@ class Source:
     ) -> tuple[Built, int]:
         """Step 5 of the protocol from an image: store what the store lacks, compose the tree in ``staging``."""
         from .._install.backends.run import Built
+        from .._install.fill.plan import plan
         from .._install.locked import all_pins
-        from .._install.stored import plan
 
         image = found.image
         if requested.locked:

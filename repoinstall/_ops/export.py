@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from .._errors import InvalidInput, NotInstalled
 from .._store import manifest as _manifest
-from .._store.identity import TreeId, canonical_name, is_locked, is_set
+from .._store.identity import TreeId, canonical_name
 from .._store.layout import Layout
 from .._store.manifest import recorded_dists
 
@@ -47,7 +47,7 @@ def closure(layout: Layout, tids: Sequence[TreeId]) -> list[Exported]:
             raise NotInstalled(f"{tid}: not installed in {layout.root}")
         for row in recorded_dists(record):
             name = canonical_name(row.get("name", ""))
-            if (is_set(tid.name) or is_locked(tid.name)) and name == tid.name:
+            if tid.kind.own_metapackage and name == tid.name:
                 continue  # the set's or lock's own metapackage: repoinstall's, never on an index
             one = Exported(name, row.get("version", ""), row.get("url", ""), row.get("sha256", ""), str(tid))
             if not (one.url and one.sha256 and one.version):

@@ -132,7 +132,7 @@ class StoreCollection(Sweep):
         # An ensure that looked it up before we took it, and composes from it lock-free, finds it gone (compose
         # checks each stored dir is still at its path after linking it: we rename before we delete), stores it
         # again and composes anew holding the lock of every distribution of its tree, which keeps us out
-        # (repoinstall._install.composing): gc never fails a live ensure, at worst makes it install one again.
+        # (repoinstall._install.fill.compose): gc never fails a live ensure, at worst makes it install one again.
         # The age rule only spares that work: a batch publishes a distribution (a rename), then composes the
         # trees that use it, and between the two nothing but its age says it is wanted.
         young = max(self.older_than, self.settings.stale_after)

@@ -31,7 +31,7 @@ def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None
     from .._install.protocol import ensure_tree
     from .._install.together import recorded
     from .._requirements import parse_spec
-    from .._store.identity import is_locked, is_set
+    from .._store.identity import TreeKind
 
     if tid.env != env:
         raise InstallError(f"{tid} ({tid.env}): built for another environment; repair it there")
@@ -44,10 +44,12 @@ def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None
             raise RepoUnusable(report.notes[0])  # another UID's: not ours to judge, let alone set aside
         # A set's members, read before setting it aside takes its METADATA and record away.
         # A lock's tree: what it was installed from, as its metapackage's lock.json says (URLs and hashes).
-        if is_locked(tid.name):
+        if tid.kind is TreeKind.LOCKED:
             requested = locked.recorded(layout, tid, _source(layout, tid))
+        elif tid.kind is TreeKind.SET:
+            requested = recorded(layout, tid)
         else:
-            requested = recorded(layout, tid) if is_set(tid.name) else parse_spec(tid.pin, source="repair")
+            requested = parse_spec(tid.pin, source="repair")
         if report.status in (UNRECORDED, CHANGED) and not report.problems:
             # Every file checks out; only the record is missing or stale.
             status = check(layout, tid)

@@ -20,7 +20,7 @@ import os
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import fs as _fs
-from .identity import TreeId, canonical_name, is_locked, is_set
+from .identity import TreeId, canonical_name
 from .layout import CLOSURES, Layout
 from .pin import Pin, pins_of
 
@@ -50,7 +50,7 @@ def of_record(tid: TreeId, record: TreeEntry) -> Closure | None:
     pins = []
     for row in recorded_dists(record):
         name = canonical_name(row.get("name", ""))
-        if (is_set(tid.name) or is_locked(tid.name)) and name == tid.name:
+        if tid.kind.own_metapackage and name == tid.name:
             continue
         url, sha256, version = row.get("url", ""), row.get("sha256", ""), row.get("version", "")
         if not (name and sha256 and version) or any(c.isspace() for c in url + sha256 + version):

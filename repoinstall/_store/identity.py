@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -11,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 from .._errors import InvalidRequirement
 from .envtag import environment_tag
 
-__all__ = ["TreeId", "canonical_name", "canonical_version", "environment_tag"]
+__all__ = ["TreeId", "TreeKind", "canonical_name", "canonical_version", "environment_tag", "kind_of"]
 
 # Canonical names and extras (PEP 503 / PEP 685) are lowercase letters, digits and single dashes: no '/', no
 # '..', nothing a path could escape with. Checked again here so no caller can smuggle another shape in.
@@ -36,11 +37,6 @@ SET_PREFIX = "together-"
 _SET_NAME = re.compile(rf"^{SET_PREFIX}[0-9a-f]{{16}}$")
 
 
-def is_set(name: str) -> bool:
-    """Whether a tree's project name is that of a set installed together."""
-    return _SET_NAME.match(name) is not None
-
-
 #: Project names of trees that hold a lock file's packages (see ``_install.locked``): the prefix, the names of the
 #: distributions the lock installs here (as many as fit) and 10 hex digits of its closure's key for this
 #: environment (the set of name, version and artifact hash it installs here): ``locked-numpy-pandas-3f9a2c1d0e``.
@@ -51,9 +47,32 @@ _LOCK_NAME = re.compile(rf"^{LOCK_PREFIX}(?:[0-9a-f]{{16}}|[a-z0-9][a-z0-9-]*-[0
 _NAMES_WIDTH = 48
 
 
-def is_locked(name: str) -> bool:
-    """Whether a tree's project name is that of a lock file's tree (either shape)."""
-    return _LOCK_NAME.match(name) is not None
+class TreeKind(enum.Enum):
+    """What a tree holds, read once off its project name (the names on disk are the only place it is kept)."""
+
+    #: A project at a version (with extras), as a spec asked for it: installed by the installer's resolution.
+    REQUIREMENT = "requirement"
+    #: A set installed together (``together-<16 hex>``): its own metapackage, whose requirements are the set.
+    SET = "set"
+    #: A lock file's packages (``locked-<names>-<10 hex>``, or ``locked-<16 hex>`` as recorded before): its own
+    #: metapackage, pinning each artifact by hash.
+    LOCKED = "locked"
+
+    @property
+    def own_metapackage(self) -> bool:
+        """Whether the tree's project is a metapackage repoinstall made (a set's or a lock's), not one an index
+        serves: it is made here and unpacked, and it is no member of the tree."""
+        return self is not TreeKind.REQUIREMENT
+
+
+def kind_of(name: str) -> TreeKind:
+    """The kind of tree (or of a tree's own distribution) the canonical project ``name`` stands for. Only the
+    exact shapes count, so a real project named ``together-ai`` or ``locked-in`` is a requirement's tree."""
+    if _LOCK_NAME.match(name) is not None:
+        return TreeKind.LOCKED
+    if _SET_NAME.match(name) is not None:
+        return TreeKind.SET
+    return TreeKind.REQUIREMENT
 
 
 def legacy_lock_name(key: str) -> str:
@@ -120,12 +139,14 @@ class _Fields(NamedTuple):
     #: The exact requirement that builds this tree.
     pin: str
     version_text: str
+    #: What the tree holds, by its name's shape (see :func:`kind_of`).
+    kind: TreeKind
 
 
 class TreeId(_Fields):
     """(environment tag, canonical name, version, extras): one immutable install tree.
 
-    ``leaf``, ``pin`` and ``version_text`` are derived once here: ``Version.__str__`` is slow enough to show
+    ``leaf``, ``pin``, ``version_text`` and ``kind`` are derived once here: ``Version.__str__`` is slow enough to show
     on the warm path.
     """
 
@@ -150,7 +171,9 @@ class TreeId(_Fields):
                 f"project name, version and extras are {len(name) + len(canonical) + len(shown)} characters "
                 f"together; at most {MAX_NAME_AND_LEAF} fit in a file name"
             )
-        return super().__new__(cls, env, name, version, extras, canonical + shown, f"{name}{shown}=={text}", text)
+        return super().__new__(
+            cls, env, name, version, extras, canonical + shown, f"{name}{shown}=={text}", text, kind_of(name)
+        )
 
     @classmethod
     def from_leaf(cls, env: str, name: str, leaf: str) -> TreeId | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from repoinstall._install.prefill import _held_back
+from repoinstall._install.fill.batch import _held_back
 from repoinstall._requirements import parse_spec
 from repoinstall._store.identity import TreeId
 

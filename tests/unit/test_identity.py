@@ -10,7 +10,7 @@ from packaging.utils import canonicalize_name, canonicalize_version
 from packaging.version import Version
 
 from repoinstall._store import envtag as _envtag
-from repoinstall._store.identity import canonical_name, canonical_version
+from repoinstall._store.identity import TreeId, TreeKind, canonical_name, canonical_version, kind_of
 
 NAMES = ["Adaptor_A", "a.b-c", "A__B..c--d", "x", "Zope.Interface", "foo_-_bar", "UPPER", "a1.2_3"]
 VERSIONS = [
@@ -67,3 +67,20 @@ def test_environment_tag_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         assert _envtag.environment_tag() == expected
         assert path.read_text().splitlines() == [_envtag.fingerprint(), expected]  # and rewritten right
     _envtag.environment_tag.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("requests", TreeKind.REQUIREMENT),
+        ("together-0123456789abcdef", TreeKind.SET),
+        ("together-ai", TreeKind.REQUIREMENT),
+        ("locked-0123456789abcdef", TreeKind.LOCKED),  # a lock's tree as recorded before: still a lock's
+        ("locked-numpy-pandas-0123456789", TreeKind.LOCKED),
+        ("locked-in", TreeKind.REQUIREMENT),
+    ],
+)
+def test_a_tree_id_carries_its_kind_read_once_off_its_name(name: str, kind: TreeKind) -> None:
+    tid = TreeId("cp311-cp311-linux_x86_64", name, Version("1"))
+    assert tid.kind is kind_of(name) is kind
+    assert tid.kind.own_metapackage is (kind is not TreeKind.REQUIREMENT)

@@ -9,8 +9,9 @@ import zipfile
 from packaging.version import Version
 
 from repoinstall._install.backends.run import hash_mismatch, unavailable
-from repoinstall._install.locked import _metapackage, artifacts_of, request
+from repoinstall._install.locked import _metapackage, artifacts_of
 from repoinstall._lockfile.model import PYLOCK, Lock, LockedPackage
+from repoinstall._lockfile.request import request
 from repoinstall._store.identity import TreeId
 from repoinstall._store.pin import Pin
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from repoinstall._store.identity import is_locked, legacy_lock_name, lock_name
+from repoinstall._store.identity import TreeKind, kind_of, legacy_lock_name, lock_name
 from repoinstall._store.pin import Pin, closure_key, pins_of
 
 SHA = "a" * 64
@@ -48,9 +48,9 @@ def test_a_lock_tree_is_named_for_what_it_holds_and_a_digest_and_either_name_is_
     many = lock_name(key, [f"project-number-{n}" for n in range(10)])
     assert many.endswith("-and-8-more-0123456789") and len(many) < 80
     for name in (lock_name(key, ["requests"]), many, legacy_lock_name(key)):
-        assert is_locked(name), name
+        assert kind_of(name) is TreeKind.LOCKED, name
     assert legacy_lock_name(key) == "locked-0123456789abcdef"
-    assert not is_locked("locked-requests") and not is_locked("requests-0123456789")
+    assert kind_of("locked-requests") is kind_of("requests-0123456789") is TreeKind.REQUIREMENT
 
 
 def test_index_pages_give_each_files_sha256() -> None:

@@ -13,7 +13,7 @@ from repoinstall import InvalidInput
 from repoinstall._install.together import combined, wheel
 from repoinstall._requirements import Requested, parse_spec
 from repoinstall._store.dists import record_hash
-from repoinstall._store.identity import TreeId, is_set
+from repoinstall._store.identity import TreeId, TreeKind, kind_of
 
 ENV = "cp311-cp311-linux_x86_64"
 
@@ -27,13 +27,13 @@ def test_the_tree_is_keyed_by_the_set_in_any_order() -> None:
     one, tid = combined(ENV, members("app-pkg==1.0", "lib-pkg==1.0"))
     _, same = combined(ENV, members("lib_pkg==1.0.0", "App.Pkg==1.0"))
     _, other = combined(ENV, members("app-pkg==1.0", "lib-pkg==2.0"))
-    assert tid == same != other and tid.version == Version("1") and is_set(tid.name) and is_set(other.name)
+    assert tid == same != other and tid.version == Version("1") and tid.kind is other.kind is TreeKind.SET
     assert one.members == ("app-pkg==1.0", "lib-pkg==1.0") and one.text == "app-pkg==1.0 lib-pkg==1.0"
 
 
 @pytest.mark.parametrize("name", ["together", "together-ai", "together-0123456789abcdeg", "together-0123456789abcdef0"])
 def test_a_real_project_named_together_is_not_a_set(name: str) -> None:
-    assert not is_set(name)  # so repair and list treat it as the project it is
+    assert kind_of(name) is TreeKind.REQUIREMENT  # so repair and list treat it as the project it is
 
 
 def test_hashes_and_a_project_twice_are_refused() -> None:

@@ -23,15 +23,15 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .. import _log
-from .._dstore import store as _store
-from .._dstore.compose import Composed, Taken, compose
-from .._dstore.identity import DistId
-from .._errors import InstallError
+from ... import _log
+from ..._dstore import store as _store
+from ..._dstore.compose import Composed, Taken, compose
+from ..._dstore.identity import DistId
+from ..._errors import InstallError
 
 if TYPE_CHECKING:
-    from .._store.layout import Layout
-    from .._store.locks import TreeLocks
+    from ..._store.layout import Layout
+    from ..._store.locks import TreeLocks
 
 #: Composes of one tree, the first lock-free and the others holding every distribution's lock.
 _ATTEMPTS = 3

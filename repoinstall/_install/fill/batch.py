@@ -4,12 +4,12 @@ store lacks, so that each tree of the batch is then only composed.
 ``ensure a b c`` (and ``-r``, several lock files, the API's ``ensure_all``: two trees or more; one tree does this
 inside its own protocol) first learns every missing tree's closure: a lock's pins, a tree's kept closure
 (:mod:`repoinstall._store.closures`), or, for the rest, one resolution of all their pins together
-(:mod:`.resolve`; into a cold store, resolved and installed in one installer run: :func:`_whole`). Every
-distribution those name that the store lacks is then installed at once (:mod:`.storing`: each under its own
-lock, so one another pod is installing is waited for, never installed twice). What each resolved tree holds is
-read off the stored distributions' own
-``Requires-Dist`` (:mod:`repoinstall._dstore.requires`), and handed to the tree's protocol, which composes it
-from the store, verifies, publishes and records it as it does any tree.
+(:mod:`repoinstall._install.resolve`; into a cold store, resolved and installed in one installer run:
+:func:`_whole`). Every distribution those name that the store lacks is then installed at once (:mod:`.store`:
+each under its own lock, so one another pod is installing is waited for, never installed twice). What each
+resolved tree holds is read off the stored distributions' own ``Requires-Dist``
+(:mod:`repoinstall._dstore.requires`), and handed to the tree's protocol, which composes it from the store,
+verifies, publishes and records it as it does any tree.
 
 Everything here is an optimisation over installing each tree on its own, and nothing depends on it for
 correctness: a batch that cannot be resolved together, or whose artifacts have no hashes, or that fails to
@@ -27,22 +27,23 @@ from typing import TYPE_CHECKING, NamedTuple
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .. import _log, _stop
-from .._dstore import store as _store
-from .._dstore.identity import DistId
-from .._dstore.requires import closure, requirements
-from .._errors import InstallError, InvalidRequirement, RepoinstallError, RepoUnusable
-from .._options import InstallOptions
-from .._requirements import Requested
-from .._store import closures as _closures
-from .._store.closures import Closure
-from .._store.identity import TreeId, normal_version
-from .._store.pin import Pin
+from ... import _log, _stop
+from ..._dstore import store as _store
+from ..._dstore.identity import DistId
+from ..._dstore.requires import closure, requirements
+from ..._errors import InstallError, RepoinstallError, RepoUnusable
+from ..._options import InstallOptions
+from ..._requirements import Requested
+from ..._store import closures as _closures
+from ..._store.closures import Closure
+from ..._store.identity import TreeId
+from ..._store.pin import Pin
+from .plan import distinct, plannable
 
 if TYPE_CHECKING:
-    from .._store.layout import Layout
-    from .._store.locks import TreeLocks
-    from .staging import Staging
+    from ..._store.layout import Layout
+    from ..._store.locks import TreeLocks
+    from ..staging import Staging
 
 #: What :func:`_whole` says when the store stopped being cold while it waited: resolve first instead.
 _WARM: tuple[dict[TreeId, Closure], list[DistId], list[DistId]] = ({}, [], [])
@@ -71,10 +72,10 @@ def prefill(
     versions: Newest | None = None,
 ) -> Prefilled:
     """Store what the trees ``items`` need (see above); their closures, for the trees resolved here."""
-    from .preflight import refuse_obstacles
-    from .resolve import resolve
-    from .staging import Staging
-    from .storing import store_missing
+    from ..preflight import refuse_obstacles
+    from ..resolve import resolve
+    from ..staging import Staging
+    from .store import store_missing
 
     chosen = options or InstallOptions()
     pinned: list[Pin] = []
@@ -118,7 +119,7 @@ def prefill(
             scratch = os.path.join(staging.tmp, f"resolve-{number}")
             os.makedirs(scratch)
             resolutions.append((group, resolve(chosen, [tid.pin for _, tid in group], scratch, what) or []))
-        planned = _planned(env, [*pinned, *(pin for _, pins in resolutions for pin in pins)])
+        planned = plannable(env, [*pinned, *(pin for _, pins in resolutions for pin in pins)])
         try:
             stored += store_missing(layout, locks, chosen, planned, staging.tmp, what, frozenset(checked))[0]
         except (InstallError, RepoUnusable) as error:
@@ -128,7 +129,7 @@ def prefill(
             return Prefilled(found, _counted(layout, items, found, stored))
         for group, pins in resolutions:
             if pins:
-                found.update(_closures_of(layout, chosen, group, _planned(env, pins), versions))
+                found.update(_closures_of(layout, chosen, group, plannable(env, pins), versions))
         return Prefilled(found, _counted(layout, items, found, stored), frozenset(dist for dist, _ in planned))
 
 
@@ -147,15 +148,11 @@ def _whole(
     one lock for this set of trees: a fleet of pods starting together with the same specs makes one run, the
     others wait for its closures; with the distributions it stored, and every one it stored or hashed whole. ``None``
     where the store cannot take them (an artifact without a hash)."""
-    from .._dstore.audit import fit
-    from .._dstore.split import split
-    from .._store.dists import scan
-    from .._store.identity import canonical_name
-    from .._store.layout import STORE_LOCKS
-    from .._store.lockkey import LockKey
-    from .backends.run import install
-    from .storing import publish
-    from .together import wheel
+    from ..._store.layout import STORE_LOCKS
+    from ..._store.lockkey import LockKey
+    from ..backends.run import install
+    from ..together import wheel
+    from .publish import identify, into_store
 
     env = trees[0][1].env
     pins = tuple(sorted(tid.pin for _, tid in trees))
@@ -184,29 +181,16 @@ def _whole(
         path = staging.scratch_file(*wheel(batch, pins, summary="a batch installed by repoinstall"))
         request = Requested(what, batch.name, (), batch.version, source="batch", members=pins)
         built = install(options, combined, request, path, scratch, what)
-        hashes = {(canonical_name(a.name), normal_version(a.version)): a for a in built.artifacts if a.sha256}
-        planned: list[tuple[DistId, Pin, str]] = []
-        for found in scan(combined):
-            if canonical_name(found.name) == batch.name:
-                continue  # the batch's own metapackage: nobody's distribution
-            artifact = hashes.get((canonical_name(found.name), normal_version(found.version)))
-            if artifact is None or not artifact.url:
-                _log.logger().debug("%s: %s %s has no known artifact; not stored", what, found.name, found.version)
-                return None
-            dist = DistId.of(env, found.name, found.version, artifact.sha256)
-            pin = Pin(dist.name, str(dist.version), artifact.url, (f"sha256:{artifact.sha256}",))
-            planned.append((dist, pin, found.dist_info))
-        made = split(combined, os.path.join(scratch, "split"))
-        stored = []
-        for dist, _, dist_info in planned:
-            if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
-                publish(layout, dist, made[dist_info])
-                stored.append(dist)
-        resolved = sorted((dist, pin) for dist, pin, _ in planned)
-        found_closures = _closures_of(layout, options, trees, resolved, versions)
+        # Each distribution by the artifact the installer took (the batch's own metapackage is nobody's).
+        found = identify(env, combined, built.artifacts, what, own=batch.name, by_url=True)
+        if found is None:
+            return None
+        planned = [(dist, Pin(dist.name, str(dist.version), a.url, (f"sha256:{a.sha256}",))) for dist, a in found]
+        _, stored = into_store(layout, combined, scratch, [dist for dist, _ in planned])
+        found_closures = _closures_of(layout, options, trees, sorted(planned), versions)
         for tid, closure in found_closures.items():
             _closures.write(layout, tid, closure)  # the closure every pod installs this tree from
-        return found_closures, stored, [dist for dist, _, _ in planned]
+        return found_closures, stored, [dist for dist, _ in planned]
 
 
 #: Asks the index for the newest version of each spec, as the chooser does for a tree's own version; given the
@@ -219,7 +203,7 @@ def _newest(
 ) -> dict[tuple[str, str], object]:
     """The newest version the index offers for what each tree asks of each of its distributions (its own pin
     aside): what that tree alone would get."""
-    from .._requirements import parse_spec
+    from ..._requirements import parse_spec
 
     questions = sorted({(name, str(spec)) for tid, names in asked for name, spec in names.items() if name != tid.name})
     if not questions:
@@ -250,8 +234,6 @@ def _held_back(
 def _groups(trees: Sequence[tuple[Requested, TreeId]]) -> list[list[tuple[Requested, TreeId]]]:
     """``trees`` in as few groups as hold each project name once (several versions of one adaptor: one group
     per version)."""
-    from .storing import distinct
-
     return distinct(trees, lambda item: item[1].name)
 
 
@@ -264,24 +246,10 @@ def _counted(
     for requested, tid in items:
         closure_of = found.get(tid) or _closures.read(layout, tid)
         pins = requested.locked or (closure_of.pins if closure_of is not None else ())
-        mine = {dist for dist, _ in _planned(tid.env, pins)} & left
+        mine = {dist for dist, _ in plannable(tid.env, pins)} & left
         left -= mine
         counted[tid] = len(mine)
     return counted
-
-
-def _planned(env: str, pins: Sequence[Pin]) -> list[tuple[DistId, Pin]]:
-    """Each pin that names one artifact by its sha256, with its stored distribution (others are left to their
-    trees' own installs)."""
-    found: dict[DistId, Pin] = {}
-    for pin in pins:
-        if pin.sha256 is None:
-            continue
-        try:
-            found.setdefault(DistId.of(env, pin.name, pin.version, pin.sha256), pin)
-        except InvalidRequirement:
-            continue
-    return sorted(found.items())
 
 
 def _closures_of(
@@ -292,7 +260,7 @@ def _closures_of(
     versions: Newest | None,
 ) -> dict[TreeId, Closure]:
     """Each tree's part of the batch's resolution, by the stored distributions' requirements."""
-    from .markerenv import marker_environment
+    from ..markerenv import marker_environment
 
     environment = marker_environment(options.python)
     needs = {}

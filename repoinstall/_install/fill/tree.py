@@ -15,21 +15,22 @@ import os
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
-from .. import _log
-from .._dstore import store as _store
-from .._dstore.identity import DistId
-from .._dstore.split import split
-from .._errors import InstallError
-from .._options import InstallOptions
-from .._requirements import Requested
-from .._store.pin import Pin
+from ... import _log
+from ..._dstore import store as _store
+from ..._dstore.identity import DistId
+from ..._errors import InstallError
+from ..._options import InstallOptions
+from ..._requirements import Requested
+from ..._store.identity import TreeKind
+from ..._store.pin import Pin
+from .plan import plan
 
 if TYPE_CHECKING:
-    from .._store.identity import TreeId
-    from .._store.layout import Layout
-    from .._store.locks import TreeLocks
-    from .backends.run import Built
-    from .staging import Staging
+    from ..._store.identity import TreeId
+    from ..._store.layout import Layout
+    from ..._store.locks import TreeLocks
+    from ..backends.run import Built
+    from ..staging import Staging
 
 
 def fill(
@@ -42,17 +43,17 @@ def fill(
     checked: Collection[DistId] = (),
 ) -> tuple[Built, int]:
     """Step 5 of the protocol: fill ``staging``'s tree dir with the tree ``tid`` as ``requested`` (pinned, if it
-    can be: see :func:`.locked.pinned`); what built it and how many distributions went into the store.
-    ``checked``: stored distributions this process checked moments ago (see :func:`.storing.store_missing`)."""
-    from .backends.run import install
-    from .locked import all_pins
-    from .together import wheel
+    can be: see :func:`repoinstall._install.locked.pinned`); what built it and how many distributions went into
+    the store. ``checked``: stored distributions this process checked moments ago (see :func:`.store.store_missing`)."""
+    from ..backends.run import install
+    from ..locked import all_pins
+    from ..together import wheel
 
     pins = all_pins(tid, requested, staging.scratch_file) if requested.locked else []
     if not pins and not requested.hashes and _store.used(layout, tid.env):
         # The store holds distributions already: resolve first (a set: its members at once), so that only what it
         # lacks is installed; a set's own metapackage is made here and unpacked, no installer.
-        from .resolve import resolve
+        from ..resolve import resolve
 
         scratch = os.path.join(staging.tmp, "resolve")
         os.makedirs(scratch)
@@ -73,17 +74,6 @@ def fill(
     return built, store_installed(layout, locks, options, tid, staging, built) or 0
 
 
-def plan(env: str, pins: Sequence[Pin]) -> list[tuple[DistId, Pin]] | None:
-    """Each pin's stored distribution; ``None`` if a pin does not name one artifact by its sha256 (hashed
-    requirements with several hashes: only the installer knows which it takes), so the tree is installed whole."""
-    planned = []
-    for pin in pins:
-        if pin.sha256 is None:
-            return None
-        planned.append((DistId.of(env, pin.name, pin.version, pin.sha256), pin))
-    return planned
-
-
 def build(
     layout: Layout,
     locks: TreeLocks,
@@ -96,15 +86,14 @@ def build(
     checked: Collection[DistId] = (),
 ) -> tuple[Built, int]:
     """Compose the tree ``tid`` at ``target`` from the store, installing what it lacks first (see
-    :mod:`.storing`); what built it, and how many distributions this call installed into the store."""
-    from .._store.identity import is_locked
-    from .backends.run import Built as _Built
-    from .backends.run import backend
-    from .composing import compose_stored
-    from .locked import artifacts_of, check_planned
-    from .storing import install_now, store_missing
+    :mod:`.store`); what built it, and how many distributions this call installed into the store."""
+    from ..backends.run import Built as _Built
+    from ..backends.run import backend
+    from ..locked import artifacts_of, check_planned
+    from .compose import compose_stored
+    from .store import install_now, store_missing
 
-    if is_locked(tid.name):  # before anything is stored: else its own metapackage would be, for nothing
+    if tid.kind is TreeKind.LOCKED:  # before anything is stored: else its own metapackage would be, for nothing
         check_planned(tid, requested.members, [dist for dist, _ in planned])
     installed, built = store_missing(layout, locks, options, planned, scratch, str(tid), checked)
     if not installed:
@@ -138,41 +127,30 @@ def store_installed(
     copy dropped) and compose the tree again from the store, by hard links; how many it stored. ``None`` (the tree
     stays as installed) when the installer did not say every distribution's artifact hash: it cannot be named in
     the store."""
-    from .._dstore.audit import fit
-    from .._store.dists import scan
-    from .._store.identity import canonical_name, normal_version
-    from .composing import compose_stored
-    from .storing import install_now, publish
+    from .compose import compose_stored
+    from .publish import identify, into_store, publish
+    from .store import install_now
 
     target, scratch = staging.target, staging.tmp
-    artifacts = {(canonical_name(a.name), normal_version(a.version)): a for a in built.artifacts if a.sha256}
-    planned: dict[DistId, str] = {}
-    for found in scan(target):
-        artifact = artifacts.get((canonical_name(found.name), normal_version(found.version)))
-        if artifact is None:
-            _log.logger().debug("%s: %s %s has no known artifact hash; not stored", tid, found.name, found.version)
-            return None
-        planned[DistId.of(tid.env, found.name, found.version, artifact.sha256)] = found.dist_info
-    made = split(target, os.path.join(scratch, "split"))
-    stored = 0
-    for dist, dist_info in planned.items():
-        if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
-            publish(layout, dist, made[dist_info])
-            stored += 1
+    found = identify(tid.env, target, built.artifacts, str(tid))
+    if found is None:
+        return None
+    artifacts = dict(found)
+    staged, stored = into_store(layout, target, scratch, list(artifacts))
     os.rename(target, os.path.join(scratch, "emptied"))  # only directories are left in it
 
     def restore(gone: Sequence[DistId], where: str) -> None:
         # Our own copy where we did not publish it (a peer's was stored); else the artifact the installer took.
         fetch = []
         for dist in gone:
-            if os.path.isdir(made[planned[dist]]):
-                publish(layout, dist, made[planned[dist]])
+            if os.path.isdir(staged[dist]):
+                publish(layout, dist, staged[dist])
                 continue
-            artifact = artifacts[(dist.name, normal_version(str(dist.version)))]
+            artifact = artifacts[dist]
             if not artifact.url:
                 raise InstallError(f"{tid}: {dist} was taken out of the store (by gc) as it was composed; ensure again")
             fetch.append((dist, Pin(dist.name, artifact.version, artifact.url, (f"sha256:{artifact.sha256}",))))
         install_now(layout, options, fetch, where, str(tid))
 
-    _, restored = compose_stored(layout, locks, list(planned), target, scratch, restore, str(tid))
-    return stored + restored
+    _, restored = compose_stored(layout, locks, list(artifacts), target, scratch, restore, str(tid))
+    return len(stored) + restored

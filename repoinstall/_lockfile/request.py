@@ -1,0 +1,87 @@
+"""A requirements file (``-r``) as a request: a lock file's tree, or its requirements one by one.
+
+The input layer's answer to "what does this file ask for": read here, and handed on as values (a
+:class:`~repoinstall._requirements.Requested` whose ``locked`` pins name each artifact), so the install layer
+takes pins and never opens a lock file. A lock becomes the tree of its pins, named for its closure (each pin's
+name, version and hashes), never for the file that carried it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from packaging.version import Version
+
+from .._errors import InvalidInput
+from .._requirements import Requested
+from .._store.identity import legacy_lock_name
+from .._store.pin import Pin, closure_key
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
+    from .._options import InstallOptions
+    from .model import Lock
+
+#: A lock file's tree is its own metapackage's only version.
+LOCK_VERSION = Version("1")
+
+
+def read(
+    path: str, *, require_hashes: bool = False, install: InstallOptions | None = None
+) -> Requested | list[Requested]:
+    """A requirements file (``-r``) as asked: a lock file's tree, when it is a PEP 751 lock or every line of it is
+    pinned and hashed, else its requirements one by one. Mixed hashed and unhashed lines, or anything not fully
+    hashed with ``require_hashes``: :class:`RequirementsFileError` with pip's reason (exit 2).
+
+    ``install``: the lock is read to be installed with these options, so each local artifact it names must be a
+    regular file below the lock file's directory or a local find-links directory of theirs (see
+    :mod:`.local`); ``None``: read only to name its tree (``path``, ``remove``, ``export``), which reads no
+    artifact."""
+    from .read import is_lock_file, read_lock
+
+    if is_lock_file(path):
+        return request(read_lock(path, roots=None if install is None else _find_links_roots(install)))
+    from .._requirements import read_requirements_file
+    from .hashed import hash_mode, lock_from_requirements
+
+    found = read_requirements_file(path)
+    if hash_mode(found, require_hashes=require_hashes):
+        return request(lock_from_requirements(found, path))
+    return found
+
+
+def _find_links_roots(install: InstallOptions) -> Callable[[], Sequence[Path]]:
+    """The local find-links directories ``install`` (with pip's configuration) names, read when first asked."""
+
+    def roots() -> Sequence[Path]:
+        from .._pipconfig import index_config
+        from .local import find_links_roots
+
+        return find_links_roots(index_config(install).find_links)
+
+    return roots
+
+
+def request(lock: Lock) -> Requested:
+    """The request of what ``lock`` installs in this environment: the tree of its pins (see :func:`request_of`)."""
+    if not lock.packages:
+        raise InvalidInput(f"{lock.source}: no package of this lock is for this environment; nothing to install")
+    pins = tuple(Pin(p.name, p.version, p.url or "", p.hashes) for p in lock.packages)
+    # Its text is the file's absolute path: the record says where the lock came from.
+    return request_of(pins, os.path.abspath(lock.source), lock.source)
+
+
+def request_of(pins: tuple[Pin, ...], text: str, source: str | None = None, name: str | None = None) -> Requested:
+    """The request of the lock tree ``name``==1 that installs ``pins``; its name derives from the closure (each
+    pin's name, version and hashes), never from the file that carried it: ``name`` (see
+    :meth:`repoinstall._choose.Chooser.pinned`), else ``locked-<16 hex of its key>``."""
+    return lock_request(name or legacy_lock_name(closure_key(pins)), text, pins, source)
+
+
+def lock_request(name: str, text: str, pins: tuple[Pin, ...], source: str | None = None) -> Requested:
+    """The request of the lock tree ``name``==1 installed from ``pins``."""
+    members = tuple(pin.member for pin in pins)
+    return Requested(text, name, (), LOCK_VERSION, source=source or text, members=members, locked=pins)
