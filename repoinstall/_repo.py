@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ._dstore.usage import StoreUsage
     from ._install.flight import SingleFlight
     from ._install.protocol import Filler, Outcome
+    from ._lock.locks import TreeLocks
     from ._oci.pull import Source
     from ._oci.push import Pushed
     from ._oci.reference import Reference
@@ -64,7 +65,6 @@ if TYPE_CHECKING:
     from ._options import InstallOptions
     from ._store.closures import Closure
     from ._store.inway import Obstacle
-    from ._store.locks import TreeLocks
     from ._store.manifest import TreeEntry
 
 R = TypeVar("R")
@@ -543,7 +543,7 @@ class Repo:
         # Made on first use (the warm path takes no lock), once: it remembers which obstacles were reported.
         with self._lazy_guard:
             if self._locks is None:
-                from ._store.locks import TreeLocks
+                from ._lock.locks import TreeLocks
 
                 self._locks = TreeLocks(self._layout, self.settings)
             return self._locks

@@ -40,8 +40,8 @@ from .._store.identity import TreeId, normal_version
 from .._store.pin import Pin
 
 if TYPE_CHECKING:
+    from .._lock.locks import TreeLocks
     from .._store.layout import Layout
-    from .._store.locks import TreeLocks
     from .staging import Staging
 
 #: What :func:`_whole` says when the store stopped being cold while it waited: resolve first instead.
@@ -149,10 +149,10 @@ def _whole(
     where the store cannot take them (an artifact without a hash)."""
     from .._dstore.audit import fit
     from .._dstore.split import split
+    from .._lock.key import LockKey
     from .._store.dists import scan
     from .._store.identity import canonical_name
     from .._store.layout import STORE_LOCKS
-    from .._store.lockkey import LockKey
     from .backends.run import install
     from .storing import publish
     from .together import wheel

@@ -25,9 +25,9 @@ from .._requirements import Requested
 from .._store.pin import Pin
 
 if TYPE_CHECKING:
+    from .._lock.locks import TreeLocks
     from .._store.identity import TreeId
     from .._store.layout import Layout
-    from .._store.locks import TreeLocks
     from .backends.run import Built
     from .staging import Staging
 

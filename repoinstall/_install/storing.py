@@ -40,8 +40,8 @@ from .._store.identity import is_locked, is_set
 from .._store.pin import Pin
 
 if TYPE_CHECKING:
+    from .._lock.locks import TreeLocks
     from .._store.layout import Layout
-    from .._store.locks import TreeLocks
     from .backends.run import Built
 
 T = TypeVar("T")

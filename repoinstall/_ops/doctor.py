@@ -12,10 +12,10 @@ import time
 from typing import NamedTuple
 
 from .._errors import RepoUnusable
+from .._lock.filelock_rw import lock_trees, state_name
 from .._options import LockSettings
 from .._store import fs as _fs
-from .._store.layout import LOCKS, Layout
-from .._store.lockformat import state_name
+from .._store.layout import Layout
 
 
 class Finding(NamedTuple):
@@ -229,7 +229,7 @@ def _ownership(layout: Layout) -> list[Finding]:
     ]
     foreign = set()
     root_fd = layout.existing_fd()
-    for tid in layout.discover(LOCKS):  # by descriptor: a symlink in locks/ is neither followed nor counted
+    for tid in lock_trees(layout):  # by descriptor: a symlink in locks/ is neither followed nor counted
         with contextlib.suppress(OSError):
             directory = _fs.open_dir(root_fd, layout.lock_dir(tid))
             if directory is None:

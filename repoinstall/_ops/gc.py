@@ -39,6 +39,8 @@ from collections.abc import Callable
 
 from .. import _log
 from .._errors import RepoUnusable
+from .._lock.filelock_rw import activity, lock_trees, state_name
+from .._lock.obstacles import foreign_owner
 from .._options import LockSettings
 from .._store import fs as _fs
 from .._store import manifest as _manifest
@@ -55,8 +57,6 @@ from .._store.layout import (
     TREES,
     Layout,
 )
-from .._store.lockformat import activity, state_name
-from .._store.lockobstacles import foreign_owner
 from .gcstore import StoreCollection
 from .inuse import User, Users, scan
 from .lockinfo import inspect
@@ -168,7 +168,7 @@ class Collector(StoreCollection):
             if top is None:
                 return
         self._unreadable.clear()  # counted afresh if a stale handle makes the whole run go again
-        for tid in self.layout.discover(LOCKS):
+        for tid in lock_trees(self.layout):
             self._lock_state(tid)
         for owner, count in sorted(self._unreadable.items(), key=lambda item: -1 if item[0] is None else item[0]):
             whose = "of another user" if owner is None else f"of uid {owner}"
@@ -416,9 +416,9 @@ class Collector(StoreCollection):
         if not self.settings.enabled:
             step()
             return None
-        from .._store.lockkey import tree_key
-        from .._store.lockobstacles import Unusable
-        from .._store.locks import open_lock
+        from .._lock.key import tree_key
+        from .._lock.locks import open_lock
+        from .._lock.obstacles import Unusable
 
         try:
             lock = open_lock(self.layout, tree_key(tid), self.settings)
@@ -440,7 +440,7 @@ class Collector(StoreCollection):
         return None
 
 
-#: Said of a tree whose lock (a :class:`repoinstall._store.lockobstacles.Unusable` of this kind) cannot be had here.
+#: Said of a tree whose lock (a :class:`repoinstall._lock.obstacles.Unusable` of this kind) cannot be had here.
 _LOCK_UNUSABLE = {
     "foreign": "its lock belongs to another uid, or cannot be read: nobody can be proven out of it",
     "replaced": "a symlink or file is where its lock's state belongs (gc sets it aside)",

@@ -29,10 +29,10 @@ from .._dstore import digests
 from .._dstore.held import Held, held
 from .._dstore.identity import split_leaf, stored_lock_key
 from .._dstore.inventory import Stored
+from .._lock.filelock_rw import LOCK_SUFFIX, STATE_SUFFIX
+from .._lock.key import LockKey
 from .._store import walk as _walk
 from .._store.layout import OWNER_SUFFIX, STORE, STORE_LOCKS
-from .._store.lockformat import LOCK_SUFFIX, STATE_SUFFIX
-from .._store.lockkey import LockKey
 from .._store.things import Thing, thing_at
 from .sweep import Removal, Sweep, kind_at
 
@@ -198,8 +198,8 @@ class StoreCollection(Sweep):
             step()
             return None
         from .._errors import RepoUnusable
-        from .._store.lockobstacles import Unusable
-        from .._store.locks import open_lock
+        from .._lock.locks import open_lock
+        from .._lock.obstacles import Unusable
 
         try:
             lock = open_lock(self.layout, key, self.settings)

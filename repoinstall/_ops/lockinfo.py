@@ -1,6 +1,6 @@
 """Reading the repo's install locks for people: who holds each, how long since its last heartbeat.
 
-This reads filelock's on-disk protocol (see :mod:`repoinstall._store.lockformat`) without taking part in it: it
+This reads filelock's on-disk protocol (see :mod:`repoinstall._lock.filelock_rw`) without taking part in it: it
 never writes, so looking cannot disturb a holder. Heartbeat ages come from file mtimes, which a network
 filesystem stamps with the server's clock: they are exact on one host and skewed by the clock difference
 across hosts.
@@ -15,11 +15,11 @@ from typing import NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from .._errors import InvalidRequirement
+from .._lock.filelock_rw import HOLDERS, fields, holder_lease, host_of, lock_trees, members, state_name
+from .._lock.obstacles import foreign_owner
 from .._store import fs as _fs
 from .._store.identity import TreeId
-from .._store.layout import LOCKS, OWNER_SUFFIX, Layout
-from .._store.lockformat import HOLDERS, fields, holder_lease, host_of, members, state_name
-from .._store.lockobstacles import foreign_owner
+from .._store.layout import OWNER_SUFFIX, Layout
 from .._store.manifest import as_recorded
 
 
@@ -174,4 +174,4 @@ def _spelled(layout: Layout, tid: TreeId, note: dict[str, object]) -> TreeId:
 
 def list_locks(layout: Layout, stale_after: float) -> list[LockInfo]:
     now = time.time()
-    return [inspect(layout, tid, stale_after, now) for tid in layout.discover(LOCKS)]
+    return [inspect(layout, tid, stale_after, now) for tid in lock_trees(layout)]

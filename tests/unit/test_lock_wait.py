@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from repoinstall._errors import LockTimeout
+from repoinstall._lock.wait import _BEATS, _LOOK_MAX, _RETRY, _TREE_EVERY, wait_and_take
 from repoinstall._options import LockSettings
-from repoinstall._store.lockwait import _BEATS, _LOOK_MAX, _RETRY, _TREE_EVERY, wait_and_take
 
 
 class FakeClock:

@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING
 from .. import _log
 from .._errors import RepoinstallError
 from .._options import LockSettings
-from . import fs as _fs
-from .lockobstacles import Unusable, obstacle
-from .lockwait import SYSTEM_CLOCK, Clock
-from .softlock import FileTreeLock
+from .._store import fs as _fs
+from .obstacles import Unusable, obstacle
+from .soft import FileTreeLock
+from .wait import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from .layout import Layout
-    from .lockkey import LockKey
+    from .._store.layout import Layout
+    from .key import LockKey
 
 
 def open_lock(layout: Layout, key: LockKey, settings: LockSettings) -> FileTreeLock | Unusable:
@@ -88,7 +88,7 @@ class TreeLocks:
     def hold(
         self, key: LockKey, *, ready: Callable[[], bool] | None = None, gone: Callable[[], bool] | None = None
     ) -> Iterator[Held]:
-        """Hold the lock of ``key`` (a tree's: :func:`~repoinstall._store.lockkey.tree_key`) for the block (or go on
+        """Hold the lock of ``key`` (a tree's: :func:`~repoinstall._lock.key.tree_key`) for the block (or go on
         without one); with ``ready``, a wait ends as soon as ``ready()`` is true, and the block runs with
         ``peer_finished`` set and no lock. With ``gone``, asked as the block ends: if the tree does not exist then
         (nothing was published), the lock's state goes with the release unless someone else is in it (see

@@ -11,12 +11,12 @@ import os
 import stat
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import fs as _fs
-from .lockformat import state_name
+from .._store import fs as _fs
+from .filelock_rw import state_name
 
 if TYPE_CHECKING:
-    from .layout import Layout
-    from .lockkey import LockKey
+    from .._store.layout import Layout
+    from .key import LockKey
 
 
 def _replaced(directory_fd: int, name: str) -> bool:

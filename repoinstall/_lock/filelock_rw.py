@@ -8,7 +8,7 @@ For a lock at ``<dir>/<leaf>.lock`` filelock keeps its whole state in one direct
         holders/<token>            one record per participant ("host=", "pid=", "lease="); a heartbeat rewrites
                                    it, so its mtime is that participant's last heartbeat
 
-The lock itself (``softlock``), the read-only view for people (``lockinfo``), gc and doctor all name these parts
+The lock itself (``soft``), the read-only view for people (``lockinfo``), gc and doctor all name these parts
 through here, so a change in filelock's format is a change in this file.
 """
 
@@ -17,14 +17,17 @@ from __future__ import annotations
 import math
 import os
 import stat
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from . import fs as _fs
+from .._store import fs as _fs
+from .._store.layout import LOCKS
+
+if TYPE_CHECKING:
+    from .._store.identity import TreeId
+    from .._store.layout import Layout
 
 #: Our name for a lock: ``<leaf>.lock``; filelock keeps its state in ``<leaf>.lock.rw/``.
 LOCK_SUFFIX = ".lock"
-#: The protocol filelock names in every snapshot and holder record; the repo's format file states it (repoformat).
-PROTOCOL = "filelock-rw/1"
 STATE_SUFFIX = LOCK_SUFFIX + ".rw"
 GENERATIONS = "gen"
 HOLDERS = "holders"
@@ -37,6 +40,12 @@ def lock_name(leaf: str) -> str:
 
 def state_name(leaf: str) -> str:
     return leaf + STATE_SUFFIX
+
+
+def lock_trees(layout: Layout) -> list[TreeId]:
+    """The trees that have a lock's state in ``locks/`` (listed by descriptor: a symlink is neither followed nor
+    listed)."""
+    return layout.discover(LOCKS, suffix=STATE_SUFFIX)
 
 
 def activity(state: str) -> str:

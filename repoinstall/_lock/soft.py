@@ -11,7 +11,7 @@ CephFS, whose kernel clients refuse the ``renameat2`` flags ``SoftFileLease`` ta
 The lock only saves duplicate work: the rename that publishes a tree is the commit point, so a holder that
 lost its lease (paused past the threshold) can at worst install a tree nobody uses.
 
-What it locks is a :class:`~repoinstall._store.lockkey.LockKey` (a tree's, or anything else's): where the lock's
+What it locks is a :class:`~repoinstall._lock.key.LockKey` (a tree's, or anything else's): where the lock's
 files go, how messages name the thing, the version its owner note carries.
 """
 
@@ -27,19 +27,19 @@ from typing import TYPE_CHECKING, Any
 from .. import _log
 from .._errors import InstallError, RepoinstallError
 from .._options import LockSettings
-from . import fs as _fs
-from .layout import OWNER_SUFFIX
-from .lockformat import lock_name, state_name
-from .lockobstacles import Unusable, foreign_lock, foreign_owner
-from .lockwait import _BEATS, SYSTEM_CLOCK, Clock, wait_and_take
+from .._store import fs as _fs
+from .._store.layout import OWNER_SUFFIX
+from .filelock_rw import lock_name, state_name
+from .obstacles import Unusable, foreign_lock, foreign_owner
+from .wait import _BEATS, SYSTEM_CLOCK, Clock, wait_and_take
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from filelock import SoftReadWriteLock
 
-    from .layout import Layout
-    from .lockkey import LockKey
+    from .._store.layout import Layout
+    from .key import LockKey
 
 
 class _Unreadable(Exception):
@@ -258,7 +258,7 @@ class FileTreeLock:
         is right: we published nothing, so nothing stands to be waited for. And were two holders ever to overlap,
         the tree would still be whole: the rename that publishes it is the commit point, never replaces a tree,
         and a holder that saw its lease lost publishes over nothing (see the protocol)."""
-        from .lockformat import alone
+        from .filelock_rw import alone
 
         state = state_name(self._leaf)
         state_fd = _fs.open_dir(self._dir_fd, (state,))
