@@ -12,7 +12,7 @@ import stat
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._store import fs as _fs
-from .filelock_rw import state_name
+from .filelock_rw import foreign_owner, state_name
 
 if TYPE_CHECKING:
     from .._store.layout import Layout
@@ -25,15 +25,6 @@ def _replaced(directory_fd: int, name: str) -> bool:
         return not stat.S_ISDIR(os.stat(name, dir_fd=directory_fd, follow_symlinks=False).st_mode)
     except OSError:
         return False
-
-
-def foreign_owner(directory_fd: int, leaf: str) -> int | None:
-    """The UID owning the lock state of ``leaf`` (a tree's) if it is not ours (so we cannot share it), else ``None``."""
-    try:
-        owner = os.stat(state_name(leaf), dir_fd=directory_fd, follow_symlinks=False).st_uid
-    except OSError:
-        return None
-    return owner if owner != os.geteuid() else None
 
 
 def links_keep_identity(directory_fd: int) -> bool:

@@ -12,7 +12,7 @@ import time
 from typing import NamedTuple
 
 from .._errors import RepoUnusable
-from .._lock.filelock_rw import lock_trees, state_name
+from .._lock.filelock_rw import foreign_owner, lock_trees
 from .._options import LockSettings
 from .._store import fs as _fs
 from .._store.layout import Layout
@@ -235,10 +235,10 @@ def _ownership(layout: Layout) -> list[Finding]:
             if directory is None:
                 continue
             try:
-                owner = os.stat(state_name(tid.leaf), dir_fd=directory, follow_symlinks=False).st_uid
+                owner = foreign_owner(directory, tid.leaf)
             finally:
                 os.close(directory)
-            if owner != me:
+            if owner is not None:
                 foreign.add(owner)
     if foreign:
         uids = ", ".join(str(u) for u in sorted(foreign))

@@ -39,8 +39,7 @@ from collections.abc import Callable
 
 from .. import _log
 from .._errors import RepoUnusable
-from .._lock.filelock_rw import activity, lock_trees, state_name
-from .._lock.obstacles import foreign_owner
+from .._lock.filelock_rw import activity, foreign_owner, lock_trees, state_name
 from .._options import LockSettings
 from .._store import fs as _fs
 from .._store import manifest as _manifest

@@ -276,7 +276,9 @@ class StoreCollection(Sweep):
                 # is there (a directory, a file, a link) is nobody's, and would keep the lock directory for good.
                 thing = thing_at(directory, entry)
                 what = thing.named if thing is not None else "something"
-                self._discard("lock", parts, entry, f"{what} where no lock keeps anything (its state is in .lock.rw/)")
+                self._discard(
+                    "lock", parts, entry, f"{what} where no lock keeps anything (its state is in {STATE_SUFFIX}/)"
+                )
             elif entry.startswith(".") and entry.endswith(".tmp") and old:
                 self._discard("temp", parts, entry, "temporary file of an interrupted write")
         return unreadable

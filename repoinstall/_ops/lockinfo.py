@@ -15,8 +15,7 @@ from typing import NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from .._errors import InvalidRequirement
-from .._lock.filelock_rw import HOLDERS, fields, holder_lease, host_of, lock_trees, members, state_name
-from .._lock.obstacles import foreign_owner
+from .._lock.filelock_rw import foreign_owner, lock_trees, members, record_of, state_name
 from .._store import fs as _fs
 from .._store.identity import TreeId
 from .._store.layout import OWNER_SUFFIX, Layout
@@ -52,10 +51,6 @@ class LockInfo(NamedTuple):
         }
 
 
-def _read(dir_fd: int | None, name: str) -> bytes | None:
-    return None if dir_fd is None else _fs.read_file(dir_fd, (name,), 1 << 16)
-
-
 def stale_after_for(stale_after: float, lease: float | None) -> float:
     """How long a holder's heartbeat may be still before a waiter takes the lock over: the longer of the waiter's
     threshold and the lease the holder declared (filelock's rule, so a tighter-configured pod never reads a slower
@@ -77,7 +72,7 @@ def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None =
     directory = None if root is None else _fs.open_dir(root, layout.lock_dir(tid))
     note = _owner_note(directory, tid)
     tid = _spelled(layout, tid, note)
-    rw = holders = None
+    rw = None
     try:
         try:
             rw = None if directory is None else _fs.open_dir(directory, (state_name(tid.leaf),))
@@ -91,41 +86,31 @@ def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None =
             return LockInfo(tid, rw_dir, False, None, None, None, False, 0, problem)
         try:
             writer, _, records, problem = members(rw, rw_dir)
-            holders = None if problem is not None else _fs.open_dir(rw, (HOLDERS,))
+            record = None if problem is not None or writer is None else record_of(rw, writer, now)
         except PermissionError:
             return LockInfo(tid, rw_dir, False, None, None, None, False, 0, _unreadable(directory, tid.leaf))
         waiters = len([t for t in records if not t.startswith(".") and t != writer])
         if writer is None:
             return LockInfo(tid, rw_dir, False, None, None, None, False, waiters, problem)
-        try:
-            record = _read(holders, writer)
-        except PermissionError:
-            record = None
-        if record is None or holders is None:
+        if record is None:
             # Named in the log but its heartbeat record is gone: a crashed holder whose lease a peer will end.
             return LockInfo(tid, rw_dir, True, None, None, None, True, waiters, "holder record missing")
-        record_fields = fields(record)
-        try:
-            age: float | None = max(0.0, now - os.stat(writer, dir_fd=holders, follow_symlinks=False).st_mtime)
-        except OSError:
-            age = None
-        lease = holder_lease(record)
-        pid_text = record_fields.get("pid", "")
-        host = host_of(record_fields) or (str(note["host"]) if "host" in note else None)
+        host = record.host or (str(note["host"]) if "host" in note else None)
+        age = record.age
         return LockInfo(
             tid,
             rw_dir,
             True,
             host,
-            int(pid_text) if pid_text.isdigit() else None,
+            record.pid,
             age,
-            age is not None and age > stale_after_for(stale_after, lease),
+            age is not None and age > stale_after_for(stale_after, record.lease),
             waiters,
             problem,
-            lease,
+            record.lease,
         )
     finally:
-        for fd in (holders, rw, directory):
+        for fd in (rw, directory):
             if fd is not None:
                 os.close(fd)
 
