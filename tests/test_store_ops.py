@@ -19,7 +19,7 @@ from indexserver import IndexServer
 
 from repoinstall._lock.key import LockKey
 from repoinstall._lock.locks import open_lock
-from repoinstall._lock.obstacles import Unusable
+from repoinstall._lock.taken import Unusable
 from repoinstall._options import LockSettings
 from repoinstall._store.layout import Layout
 
@@ -129,7 +129,7 @@ def test_gc_leaves_a_stored_distribution_whose_lock_is_held(repo: Path, index: I
     layout = Layout(repo)
     key = LockKey(("store-locks", env, name), leaf, "held by the test")
     lock = open_lock(layout, key, LockSettings(stale_after=2, heartbeat=0.4))
-    assert not isinstance(lock, Unusable) and lock.take(announce=False) is True
+    assert not isinstance(lock, Unusable) and lock.take(announce=False).held
     try:
         assert not [r for r in _gc(repo, "--older-than", "0") if r["kind"] == "dist"]
         assert stored.is_dir()

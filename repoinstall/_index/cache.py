@@ -133,18 +133,18 @@ class IndexCache:
         if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
             return hit
         lock = self._lock(key, what)
-        taken = False
+        held = False
         try:
             deadline = time.monotonic() + min(self._settings.stale_after, 60.0)
             while lock is not None:
-                state = lock.try_take()
-                if state:
-                    taken = True
+                taken = lock.try_take()
+                if taken.held:
+                    held = True
                     # Check again inside the lock: the previous holder may have just written the answer.
                     if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
                         return hit
                     break
-                if state is None or time.monotonic() >= deadline:
+                if taken.without is not None or time.monotonic() >= deadline:
                     break  # no lock to be had, or a fetch that never lands: ask ourselves
                 yield Pause(_POLL)  # a peer is asking: its answer will land in the cache
                 if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
@@ -154,7 +154,7 @@ class IndexCache:
             return answer
         finally:
             if lock is not None:
-                if taken:
+                if held:
                     lock.release()
                 else:
                     lock.close()
@@ -164,7 +164,7 @@ class IndexCache:
             return None
         from .._lock.key import LockKey
         from .._lock.locks import open_lock
-        from .._lock.obstacles import Unusable
+        from .._lock.taken import Unusable
 
         try:
             lock = open_lock(self._layout, LockKey(CACHE_DIR, key, what), self._settings)

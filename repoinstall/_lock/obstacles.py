@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from .._store import fs as _fs
 from .filelock_rw import foreign_owner, state_name
+from .taken import Unusable
 
 if TYPE_CHECKING:
     from .._store.layout import Layout
@@ -46,14 +47,6 @@ def links_keep_identity(directory_fd: int) -> bool:
     finally:
         for name in (source, target):
             _fs.unlink(directory_fd, name)
-
-
-class Unusable(NamedTuple):
-    """Why no lock can be had here for what it guards (a tree); ``kind`` tells warnings apart ("foreign",
-    "replaced" or "links")."""
-
-    kind: str
-    message: str
 
 
 def foreign_lock(what: str, owner: int) -> Unusable:

@@ -30,7 +30,8 @@ from .._options import LockSettings
 from .._store import fs as _fs
 from .._store.layout import OWNER_SUFFIX
 from .filelock_rw import RwLock, Unreadable, alone, foreign_owner, lock_name, state_name
-from .obstacles import Unusable, foreign_lock
+from .obstacles import foreign_lock
+from .taken import HELD, NOT_TAKEN, Taken, Unusable, without
 from .wait import _BEATS, SYSTEM_CLOCK, Clock, wait_and_take
 
 if TYPE_CHECKING:
@@ -78,17 +79,17 @@ class FileTreeLock:
 
     def take(
         self, *, ready: Callable[[], bool] | None = None, clock: Clock = SYSTEM_CLOCK, announce: bool = True
-    ) -> bool | Unusable:
-        """Wait for the lock and take it: ``True`` if taken (release it), ``False`` if ``ready()`` came true first,
-        or why this lock cannot be used (its state belongs to another UID); :class:`LockTimeout` if the wait
-        timed out. Unless taken, the lock is closed."""
+    ) -> Taken:
+        """Wait for the lock and take it: held (release it), a peer finished if ``ready()`` came true first, or not
+        taken because this lock cannot be used (its state belongs to another UID); :class:`LockTimeout` if the wait
+        timed out. Unless held, the lock is closed."""
         try:
             taken = wait_and_take(self, self._settings, ready=ready, clock=clock, announce=announce)
         except (PermissionError, Unreadable) as error:
             owner = foreign_owner(self._dir_fd, self._leaf)  # another UID made it between our look and our acquire
             self.close()
             if owner is not None:
-                return foreign_lock(self.what, owner)
+                return without(foreign_lock(self.what, owner))
             if isinstance(error, PermissionError):
                 raise
             raise InstallError(
@@ -98,9 +99,9 @@ class FileTreeLock:
         except BaseException:
             self.close()
             raise
-        if not taken:
+        if not taken.held:
             self.close()
-            return False
+            return taken
         try:
             note = {"host": os.uname().nodename, "pid": os.getpid(), "since": time.time(), **self._extra_note}
             _fs.write_atomic(self._dir_fd, self._owner_name, json.dumps(note).encode())
@@ -108,7 +109,7 @@ class FileTreeLock:
             pass  # the note tells humans who holds it and waiters when it goes; the lock itself is held
         self._toucher = threading.Thread(target=self._touching, name=f"touch {self.path}", daemon=True)
         self._toucher.start()
-        return True
+        return taken
 
     def _touching(self) -> None:
         # The note's mtime says "alive" to waiters for the price of one small read a beat (see wait_and_take);
@@ -161,13 +162,14 @@ class FileTreeLock:
         self._watch = _fs.DirWatch()
         self._note = None
 
-    def try_take(self) -> bool | None:
-        """One attempt that never waits: ``True`` if taken, ``False`` if a peer holds it, ``None`` if this
-        lock cannot be used at all (state of another UID, unreadable state). Release with :meth:`release`."""
+    def try_take(self) -> Taken:
+        """One attempt that never waits: held (release with :meth:`release`), or not taken: a peer holds it
+        (:meth:`holder` says who), or this lock cannot be used at all (state of another UID, unreadable state).
+        Unless held, :meth:`close` it."""
         try:
-            return self.attempt()
+            return HELD if self.attempt() else NOT_TAKEN
         except (PermissionError, Unreadable):
-            return None
+            return without(Unusable("unreadable", f"the lock {self.path} cannot be read by uid {os.geteuid()}"))
 
     def release(self, *, forget: bool = False) -> None:
         """Let the lock go. ``forget``: what it guards does not exist (the install failed, nothing was published),
