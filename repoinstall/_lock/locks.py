@@ -1,6 +1,7 @@
 """The locks of one repo as one process takes them: open a thing's lock on the shared volume (or say why none can
 be had here), and hold it for a block (:meth:`TreeLocks.hold`), going on without a lock wherever none can be had
-and reporting each kind of obstacle once, whichever thread meets it.
+and reporting each kind of obstacle once, whichever thread meets it; or, as gc does, take it without waiting and
+run one step holding it (:func:`take_and_run`).
 
 The lock only saves duplicate work: the rename that publishes a tree is the commit point, so going on without a
 lock stays correct, and a holder that lost its lease (paused past the threshold) can at worst install a tree
