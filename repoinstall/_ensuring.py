@@ -29,12 +29,12 @@ if TYPE_CHECKING:
     from ._dstore.identity import DistId
     from ._install.flight import SingleFlight
     from ._install.protocol import Filler, Outcome
+    from ._lock.locks import TreeLocks
     from ._oci.pull import Source
     from ._options import InstallOptions, LockSettings
     from ._requirements import Requested
     from ._store.closures import Closure
     from ._store.layout import Layout
-    from ._store.locks import TreeLocks
 
 T = TypeVar("T")
 #: A plan: yields the work to run (callables, run on worker threads), is sent their results, returns its own.
@@ -274,7 +274,7 @@ class Ensurer:
         # Made on first use (the warm path takes no lock), once: it remembers which obstacles were reported.
         with self._lazy_guard:
             if self._locks is None:
-                from ._store.locks import TreeLocks
+                from ._lock.locks import TreeLocks
 
                 self._locks = TreeLocks(self._layout, self._settings)
             return self._locks

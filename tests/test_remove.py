@@ -134,8 +134,8 @@ _HOLD = textwrap.dedent(
     from repoinstall._options import LockSettings
     from repoinstall._store.identity import TreeId, environment_tag
     from repoinstall._store.layout import Layout
-    from repoinstall._store.lockkey import tree_key
-    from repoinstall._store.locks import TreeLocks
+    from repoinstall._lock.key import tree_key
+    from repoinstall._lock.locks import TreeLocks
 
     tid = TreeId(environment_tag(), sys.argv[2], Version(sys.argv[3]))
     with TreeLocks(Layout(sys.argv[1]), LockSettings(2, 0.4, 30)).hold(tree_key(tid)) as held:

@@ -17,11 +17,11 @@ from fusemount import fuse_missing, mounted
 from helpers import cli, document, ensure_args, import_version, isolated_env, run, wait_until
 from indexserver import IndexServer
 
+from repoinstall._lock.key import LockKey
+from repoinstall._lock.locks import open_lock
+from repoinstall._lock.taken import Unusable
 from repoinstall._options import LockSettings
 from repoinstall._store.layout import Layout
-from repoinstall._store.lockkey import LockKey
-from repoinstall._store.lockobstacles import Unusable
-from repoinstall._store.locks import open_lock
 
 LOCK = ["--stale-after", "2", "--heartbeat", "0.4"]
 
@@ -129,7 +129,7 @@ def test_gc_leaves_a_stored_distribution_whose_lock_is_held(repo: Path, index: I
     layout = Layout(repo)
     key = LockKey(("store-locks", env, name), leaf, "held by the test")
     lock = open_lock(layout, key, LockSettings(stale_after=2, heartbeat=0.4))
-    assert not isinstance(lock, Unusable) and lock.take(announce=False) is True
+    assert not isinstance(lock, Unusable) and lock.take(announce=False).held
     try:
         assert not [r for r in _gc(repo, "--older-than", "0") if r["kind"] == "dist"]
         assert stored.is_dir()

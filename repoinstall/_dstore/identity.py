@@ -8,9 +8,9 @@ from typing import NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from .._errors import InvalidRequirement
+from .._lock.key import LockKey
 from .._store.identity import TreeId, canonical_name, canonical_version
 from .._store.layout import STORE, STORE_LOCKS
-from .._store.lockkey import LockKey
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 #: How much of the artifact's hash names its directory: 64 bits, so two artifacts of one version never meet.

@@ -24,9 +24,9 @@ from .._store.layout import CACHE, OWNER_SUFFIX
 from .http import Pause, Plan
 
 if TYPE_CHECKING:
+    from .._lock.soft import FileTreeLock
     from .._options import LockSettings
     from .._store.layout import Layout
-    from .._store.softlock import FileTreeLock
 
 CACHE_DIR = (CACHE, "index")
 _POLL = 0.1
@@ -38,8 +38,8 @@ def garbage(directory: int, old: Callable[[str], bool]) -> Iterator[tuple[str, s
     mtime of the name, a path relative to ``directory``): answers past any use, temporaries of interrupted
     writes, idle locks and their notes, and symlinks (never followed). Facts about one file (its
     Requires-Python) never change, so they stay."""
+    from .._lock.filelock_rw import STATE_SUFFIX, activity
     from .._store import walk as _walk
-    from .._store.lockformat import STATE_SUFFIX, activity
 
     for entry, kind in _walk.entries(directory):
         if not old(entry):
@@ -133,18 +133,18 @@ class IndexCache:
         if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
             return hit
         lock = self._lock(key, what)
-        taken = False
+        held = False
         try:
             deadline = time.monotonic() + min(self._settings.stale_after, 60.0)
             while lock is not None:
-                state = lock.try_take()
-                if state:
-                    taken = True
+                taken = lock.try_take()
+                if taken.held:
+                    held = True
                     # Check again inside the lock: the previous holder may have just written the answer.
                     if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
                         return hit
                     break
-                if state is None or time.monotonic() >= deadline:
+                if taken.without is not None or time.monotonic() >= deadline:
                     break  # no lock to be had, or a fetch that never lands: ask ourselves
                 yield Pause(_POLL)  # a peer is asking: its answer will land in the cache
                 if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
@@ -154,7 +154,7 @@ class IndexCache:
             return answer
         finally:
             if lock is not None:
-                if taken:
+                if held:
                     lock.release()
                 else:
                     lock.close()
@@ -162,9 +162,9 @@ class IndexCache:
     def _lock(self, key: str, what: str) -> FileTreeLock | None:
         if self._layout is None or not self._settings.enabled:
             return None
-        from .._store.lockkey import LockKey
-        from .._store.lockobstacles import Unusable
-        from .._store.locks import open_lock
+        from .._lock.key import LockKey
+        from .._lock.locks import open_lock
+        from .._lock.taken import Unusable
 
         try:
             lock = open_lock(self._layout, LockKey(CACHE_DIR, key, what), self._settings)

@@ -12,22 +12,22 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _log, _stop
 from .._errors import ArtifactGone, InstallError
+from .._lock.key import tree_key
 from .._options import InstallOptions
 from .._store import manifest as _manifest
 from .._store.check import Appeared, State, check, in_use, missing, present
-from .._store.lockkey import tree_key
 from .._store.tree import adopt, clear_for_install
 
 if TYPE_CHECKING:
     from collections.abc import Collection
 
     from .._dstore.identity import DistId
+    from .._lock.locks import TreeLocks
     from .._requirements import Requested
     from .._results import Action
     from .._store.closures import Closure
     from .._store.identity import TreeId
     from .._store.layout import Layout
-    from .._store.locks import TreeLocks
     from .backends.run import Built
     from .staging import Staging
 

@@ -35,10 +35,10 @@ from .settings import Settings
 if TYPE_CHECKING:
     from .._install.backends.run import Built
     from .._install.staging import Staging
+    from .._lock.locks import TreeLocks
     from .._requirements import Requested
     from .._store.identity import TreeId
     from .._store.layout import Layout
-    from .._store.locks import TreeLocks
 
 #: What a tree made from an image records as its installer.
 INSTALLER = "oci-image"

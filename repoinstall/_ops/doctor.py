@@ -12,10 +12,10 @@ import time
 from typing import NamedTuple
 
 from .._errors import RepoUnusable
+from .._lock.filelock_rw import foreign_owner, lock_trees
 from .._options import LockSettings
 from .._store import fs as _fs
-from .._store.layout import LOCKS, Layout
-from .._store.lockformat import state_name
+from .._store.layout import Layout
 
 
 class Finding(NamedTuple):
@@ -229,16 +229,16 @@ def _ownership(layout: Layout) -> list[Finding]:
     ]
     foreign = set()
     root_fd = layout.existing_fd()
-    for tid in layout.discover(LOCKS):  # by descriptor: a symlink in locks/ is neither followed nor counted
+    for tid in lock_trees(layout):  # by descriptor: a symlink in locks/ is neither followed nor counted
         with contextlib.suppress(OSError):
             directory = _fs.open_dir(root_fd, layout.lock_dir(tid))
             if directory is None:
                 continue
             try:
-                owner = os.stat(state_name(tid.leaf), dir_fd=directory, follow_symlinks=False).st_uid
+                owner = foreign_owner(directory, tid.leaf)
             finally:
                 os.close(directory)
-            if owner != me:
+            if owner is not None:
                 foreign.add(owner)
     if foreign:
         uids = ", ".join(str(u) for u in sorted(foreign))

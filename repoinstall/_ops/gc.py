@@ -38,7 +38,7 @@ import os
 from collections.abc import Callable
 
 from .. import _log
-from .._errors import RepoUnusable
+from .._lock.filelock_rw import activity, foreign_owner, lock_trees, state_name
 from .._options import LockSettings
 from .._store import fs as _fs
 from .._store import manifest as _manifest
@@ -55,8 +55,6 @@ from .._store.layout import (
     TREES,
     Layout,
 )
-from .._store.lockformat import activity, state_name
-from .._store.lockobstacles import foreign_owner
 from .gcstore import StoreCollection
 from .inuse import User, Users, scan
 from .lockinfo import inspect
@@ -168,7 +166,7 @@ class Collector(StoreCollection):
             if top is None:
                 return
         self._unreadable.clear()  # counted afresh if a stale handle makes the whole run go again
-        for tid in self.layout.discover(LOCKS):
+        for tid in lock_trees(self.layout):
             self._lock_state(tid)
         for owner, count in sorted(self._unreadable.items(), key=lambda item: -1 if item[0] is None else item[0]):
             whose = "of another user" if owner is None else f"of uid {owner}"
@@ -413,36 +411,23 @@ class Collector(StoreCollection):
         """Run ``step`` holding the tree's lock without waiting: ``None`` once it ran, else why the lock cannot be
         had now (a peer holds it: its owner note names it) or here at all. ``step`` runs without a lock only with
         locking off (``--no-lock``)."""
-        if not self.settings.enabled:
-            step()
+        from .._lock.key import tree_key
+        from .._lock.locks import take_and_run
+
+        # The tree just unpublished leaves no lock behind.
+        taken = take_and_run(self.layout, tree_key(tid), self.settings, step, lambda: missing(self.layout, tid))
+        if taken.held:
             return None
-        from .._store.lockkey import tree_key
-        from .._store.lockobstacles import Unusable
-        from .._store.locks import open_lock
-
-        try:
-            lock = open_lock(self.layout, tree_key(tid), self.settings)
-        except RepoUnusable:
-            return "a symlink or file is where its lock directory belongs"  # reported by lock_debris too
-        if isinstance(lock, Unusable):
-            return _LOCK_UNUSABLE.get(lock.kind, "no lock can be had for it here")
-        taken = lock.try_take()
-        if not taken:
-            why = f"in use: its lock is {lock.holder()}" if taken is False else _LOCK_UNUSABLE["foreign"]
-            lock.close()
-            return why
-        forget = False
-        try:
-            step()
-            forget = missing(self.layout, tid)  # the tree just unpublished leaves no lock behind
-        finally:
-            lock.release(forget=forget)
-        return None
+        if taken.without is None:
+            return f"in use: its lock is {taken.holder}"
+        return _LOCK_UNUSABLE.get(taken.without.kind, "no lock can be had for it here")
 
 
-#: Said of a tree whose lock (a :class:`repoinstall._store.lockobstacles.Unusable` of this kind) cannot be had here.
+#: Said of a tree whose lock (a :class:`repoinstall._lock.taken.Unusable` of this kind) cannot be had here.
 _LOCK_UNUSABLE = {
+    "directory": "a symlink or file is where its lock directory belongs",  # reported by lock_debris too
     "foreign": "its lock belongs to another uid, or cannot be read: nobody can be proven out of it",
+    "unreadable": "its lock belongs to another uid, or cannot be read: nobody can be proven out of it",
     "replaced": "a symlink or file is where its lock's state belongs (gc sets it aside)",
     "links": "no lock can be had on this filesystem (hard links do not keep identity); --no-lock goes without",
 }

@@ -29,10 +29,10 @@ from .._dstore import digests
 from .._dstore.held import Held, held
 from .._dstore.identity import split_leaf, stored_lock_key
 from .._dstore.inventory import Stored
+from .._lock.filelock_rw import LOCK_SUFFIX, STATE_SUFFIX
+from .._lock.key import LockKey
 from .._store import walk as _walk
 from .._store.layout import OWNER_SUFFIX, STORE, STORE_LOCKS
-from .._store.lockformat import LOCK_SUFFIX, STATE_SUFFIX
-from .._store.lockkey import LockKey
 from .._store.things import Thing, thing_at
 from .sweep import Removal, Sweep, kind_at
 
@@ -194,29 +194,15 @@ class StoreCollection(Sweep):
     def _with_dist_lock(self, key: LockKey, step: Callable[[], None]) -> str | None:
         """Run ``step`` holding the stored distribution's lock, taken without waiting: ``None`` once it ran, else
         why not (a peer holds it, or no lock can be had here). Without locking (``--no-lock``), just run it."""
-        if not self.settings.enabled:
-            step()
-            return None
-        from .._errors import RepoUnusable
-        from .._store.lockobstacles import Unusable
-        from .._store.locks import open_lock
+        from .._lock.locks import take_and_run
 
-        try:
-            lock = open_lock(self.layout, key, self.settings)
-        except RepoUnusable:
-            return "a symlink or file is where its lock directory belongs"
-        if isinstance(lock, Unusable):
-            return f"no lock can be had for it here ({lock.kind})"
-        taken = lock.try_take()
-        if not taken:
-            why = f"in use: its lock is {lock.holder()}" if taken is False else "its lock cannot be read by this uid"
-            lock.close()
-            return why
-        try:
-            step()
-        finally:
-            lock.release(forget=True)  # nobody else in it: its state is debris once we leave
-        return None
+        # Nobody else in it: its state is debris once we leave.
+        taken = take_and_run(self.layout, key, self.settings, step, lambda: True)
+        if taken.held:
+            return None
+        if taken.without is None:
+            return f"in use: its lock is {taken.holder}"
+        return _DIST_LOCK_UNUSABLE.get(taken.without.kind, f"no lock can be had for it here ({taken.without.kind})")
 
     def store_lock_debris(self) -> None:
         """What is left in ``store-locks/``: a lock's state once everyone who was in it is proven gone (as for a
@@ -276,10 +262,19 @@ class StoreCollection(Sweep):
                 # is there (a directory, a file, a link) is nobody's, and would keep the lock directory for good.
                 thing = thing_at(directory, entry)
                 what = thing.named if thing is not None else "something"
-                self._discard("lock", parts, entry, f"{what} where no lock keeps anything (its state is in .lock.rw/)")
+                self._discard(
+                    "lock", parts, entry, f"{what} where no lock keeps anything (its state is in {STATE_SUFFIX}/)"
+                )
             elif entry.startswith(".") and entry.endswith(".tmp") and old:
                 self._discard("temp", parts, entry, "temporary file of an interrupted write")
         return unreadable
+
+
+#: Said of a stored distribution whose lock (a :class:`repoinstall._lock.taken.Unusable` of this kind) cannot be had.
+_DIST_LOCK_UNUSABLE = {
+    "directory": "a symlink or file is where its lock directory belongs",
+    "unreadable": "its lock cannot be read by this uid",
+}
 
 
 def _linked(directory: int) -> str | None:

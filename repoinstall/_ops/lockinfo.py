@@ -1,6 +1,6 @@
 """Reading the repo's install locks for people: who holds each, how long since its last heartbeat.
 
-This reads filelock's on-disk protocol (see :mod:`repoinstall._store.lockformat`) without taking part in it: it
+This reads filelock's on-disk protocol (see :mod:`repoinstall._lock.filelock_rw`) without taking part in it: it
 never writes, so looking cannot disturb a holder. Heartbeat ages come from file mtimes, which a network
 filesystem stamps with the server's clock: they are exact on one host and skewed by the clock difference
 across hosts.
@@ -15,11 +15,10 @@ from typing import NamedTuple
 from packaging.version import InvalidVersion, Version
 
 from .._errors import InvalidRequirement
+from .._lock.filelock_rw import foreign_owner, lock_trees, members, record_of, state_name
 from .._store import fs as _fs
 from .._store.identity import TreeId
-from .._store.layout import LOCKS, OWNER_SUFFIX, Layout
-from .._store.lockformat import HOLDERS, fields, holder_lease, host_of, members, state_name
-from .._store.lockobstacles import foreign_owner
+from .._store.layout import OWNER_SUFFIX, Layout
 from .._store.manifest import as_recorded
 
 
@@ -52,10 +51,6 @@ class LockInfo(NamedTuple):
         }
 
 
-def _read(dir_fd: int | None, name: str) -> bytes | None:
-    return None if dir_fd is None else _fs.read_file(dir_fd, (name,), 1 << 16)
-
-
 def stale_after_for(stale_after: float, lease: float | None) -> float:
     """How long a holder's heartbeat may be still before a waiter takes the lock over: the longer of the waiter's
     threshold and the lease the holder declared (filelock's rule, so a tighter-configured pod never reads a slower
@@ -77,7 +72,7 @@ def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None =
     directory = None if root is None else _fs.open_dir(root, layout.lock_dir(tid))
     note = _owner_note(directory, tid)
     tid = _spelled(layout, tid, note)
-    rw = holders = None
+    rw = None
     try:
         try:
             rw = None if directory is None else _fs.open_dir(directory, (state_name(tid.leaf),))
@@ -91,41 +86,31 @@ def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None =
             return LockInfo(tid, rw_dir, False, None, None, None, False, 0, problem)
         try:
             writer, _, records, problem = members(rw, rw_dir)
-            holders = None if problem is not None else _fs.open_dir(rw, (HOLDERS,))
+            record = None if problem is not None or writer is None else record_of(rw, writer, now)
         except PermissionError:
             return LockInfo(tid, rw_dir, False, None, None, None, False, 0, _unreadable(directory, tid.leaf))
         waiters = len([t for t in records if not t.startswith(".") and t != writer])
         if writer is None:
             return LockInfo(tid, rw_dir, False, None, None, None, False, waiters, problem)
-        try:
-            record = _read(holders, writer)
-        except PermissionError:
-            record = None
-        if record is None or holders is None:
+        if record is None:
             # Named in the log but its heartbeat record is gone: a crashed holder whose lease a peer will end.
             return LockInfo(tid, rw_dir, True, None, None, None, True, waiters, "holder record missing")
-        record_fields = fields(record)
-        try:
-            age: float | None = max(0.0, now - os.stat(writer, dir_fd=holders, follow_symlinks=False).st_mtime)
-        except OSError:
-            age = None
-        lease = holder_lease(record)
-        pid_text = record_fields.get("pid", "")
-        host = host_of(record_fields) or (str(note["host"]) if "host" in note else None)
+        host = record.host or (str(note["host"]) if "host" in note else None)
+        age = record.age
         return LockInfo(
             tid,
             rw_dir,
             True,
             host,
-            int(pid_text) if pid_text.isdigit() else None,
+            record.pid,
             age,
-            age is not None and age > stale_after_for(stale_after, lease),
+            age is not None and age > stale_after_for(stale_after, record.lease),
             waiters,
             problem,
-            lease,
+            record.lease,
         )
     finally:
-        for fd in (holders, rw, directory):
+        for fd in (rw, directory):
             if fd is not None:
                 os.close(fd)
 
@@ -174,4 +159,4 @@ def _spelled(layout: Layout, tid: TreeId, note: dict[str, object]) -> TreeId:
 
 def list_locks(layout: Layout, stale_after: float) -> list[LockInfo]:
     now = time.time()
-    return [inspect(layout, tid, stale_after, now) for tid in layout.discover(LOCKS)]
+    return [inspect(layout, tid, stale_after, now) for tid in lock_trees(layout)]

@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING
 from .._dstore import strays
 from .._dstore.audit import set_aside as set_aside_stored
 from .._errors import InstallError, RepoUnusable
+from .._lock.key import tree_key
 from .._store.check import check, missing
-from .._store.lockkey import tree_key
 from .._store.things import Thing
 from .._store.tree import drop, hold, put_back, record_existing
 from .verify import CHANGED, MISSING, UNREADABLE, UNRECORDED, verify
 
 if TYPE_CHECKING:
+    from .._lock.locks import TreeLocks
     from .._options import InstallOptions
     from .._store.identity import TreeId
     from .._store.layout import Layout
-    from .._store.locks import TreeLocks
     from .storeverify import DistReport
 
 

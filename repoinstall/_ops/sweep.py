@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 from .._errors import RepoUnusable
+from .._lock.filelock_rw import last_sign_of_life, members
 from .._options import LockSettings
 from .._store import fs as _fs
 from .._store import walk as _walk
 from .._store.layout import TRASH, Layout, read_only_filesystem
-from .._store.lockformat import last_sign_of_life, members
 from .._store.things import Thing, thing_at
 
 
@@ -152,7 +152,7 @@ class Sweep:
         """(seconds since anyone was last seen in the lock ``state``, once that proves them all gone, else ``None``;
         why filelock cannot use the state, or ``None``), read from the lock's directory open. Each participant's
         every step renews an mtime in the lock's state (its log, its holder record: see
-        ``lockformat.last_sign_of_life``) and a holder touches its owner note several times a heartbeat, so when
+        ``filelock_rw.last_sign_of_life``) and a holder touches its owner note several times a heartbeat, so when
         the newest of them is older than the stale threshold, every lease a holder declared and ``--older-than``,
         nobody is in the lock: filelock would evict them all. :class:`PermissionError` if this UID cannot read the
         state (another UID's)."""

@@ -284,15 +284,16 @@ class Layout:
     def record_dir(tid: TreeId) -> tuple[str, ...]:
         return (RECORDS, tid.env, tid.name)
 
-    def discover(self, kind: str, env: str | None = None, name: str | None = None) -> list[TreeId]:
-        """The trees that have an entry under ``kind`` (TREES, RECORDS or LOCKS), optionally of one env and name.
+    def discover(
+        self, kind: str, env: str | None = None, name: str | None = None, *, suffix: str | None = None
+    ) -> list[TreeId]:
+        """The trees that have an entry under ``kind`` (TREES or RECORDS; LOCKS with the ``suffix`` of a lock's
+        state, which :func:`repoinstall._lock.filelock_rw.lock_trees` passes), optionally of one env and name.
 
         Listed through directory descriptors, so a symlink planted at any level is not followed (and not listed).
         Names that are not ours (temporary files, foreign debris) are skipped.
         """
-        from .lockformat import STATE_SUFFIX  # here: the warm path discovers nothing
-
-        suffix = {TREES: "", RECORDS: RECORD_SUFFIX, LOCKS: STATE_SUFFIX}[kind]
+        suffix = {TREES: "", RECORDS: RECORD_SUFFIX}[kind] if suffix is None else suffix
         root = self.root_fd()
         top = None if root is None else _fs.open_dir(root, (kind,))
         if top is None:

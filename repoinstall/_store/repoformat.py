@@ -18,12 +18,15 @@ import json
 
 from .._errors import RepoUnusable
 from . import fs as _fs
-from .lockformat import PROTOCOL
 
 #: The layout this code reads and writes (see layout.py); bumped by a change an older release would misread.
 FORMAT = 1
 #: The formats this code can share a repo in: what it writes, and what it reads and writes unchanged.
 SPOKEN = frozenset({1})
+#: The lock protocol every writer of this repo speaks: filelock's soft read-write locks, whose snapshots and holder
+#: records name it (their format is :mod:`repoinstall._lock.filelock_rw`'s). A filelock speaking another one is a
+#: new repo format: pods of two protocols must never share a repo.
+PROTOCOL = "filelock-rw/1"
 
 
 def _statement() -> bytes:

@@ -27,19 +27,42 @@ def _strings(path: Path) -> set[str]:
 
 
 def _spelled_outside(owner: str, names: set[str], *, whole: bool = False) -> dict[str, set[str]]:
-    """Modules other than ``owner`` with a string holding one of ``names`` (equal to one, if ``whole``)."""
+    """Modules other than ``owner`` (a path below the package) with a string holding one of ``names`` (equal to one,
+    if ``whole``)."""
     found = {}
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         hits = {s for s in _strings(path) if (s in names if whole else any(n in s for n in names))}
-        if path.stem != owner and hits:
-            found[path.stem] = hits
+        module = path.relative_to(PACKAGE).as_posix()
+        if module != owner and hits:
+            found[module] = hits
     return found
 
 
+def _importers(top: str) -> set[str]:
+    """The modules of the package that import ``top`` (or a module of it), anywhere in their body."""
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if any(name == top or name.startswith(top + ".") for name in names):
+                found.add(path.relative_to(PACKAGE).as_posix())
+    return found
+
+
+#: The one module that imports filelock or knows its on-disk layout.
+FILELOCK_MODULE = "_lock/filelock_rw.py"
+
+
 def test_only_the_lock_format_module_knows_filelocks_layout() -> None:
-    filelock_names = {".lock.rw", "holders", "filelock-rw", "/gen"}
-    assert _spelled_outside("_lockformat", filelock_names) == {}
-    assert _spelled_outside("_lockformat", {"gen", ".rw"}, whole=True) == {}
+    # The repo's format file states the lock protocol its writers speak: the one other place that names it.
+    assert _spelled_outside(FILELOCK_MODULE, {".lock.rw", "holders", "/gen"}) == {}
+    assert _spelled_outside(FILELOCK_MODULE, {"filelock-rw"}) == {"_store/repoformat.py": {"filelock-rw/1"}}
+    assert _spelled_outside(FILELOCK_MODULE, {"gen", ".rw"}, whole=True) == {}
+
+
+def test_only_the_lock_format_module_imports_filelock() -> None:
+    assert _importers("filelock") == {FILELOCK_MODULE}
 
 
 def test_the_check_sees_a_planted_spelling(tmp_path: Path) -> None:

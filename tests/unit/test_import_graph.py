@@ -112,7 +112,8 @@ LAYERS = [
         *("_version", "_redact", "_errors", "_results", "_options", "_log", "_urls", "_textfile", "_pipconfig"),
         *("_stop", "_batch", "_formats"),
     },
-    {"_store"},  # the repo on disk: layout, fs, identity, manifest, the check, locks
+    {"_store"},  # the repo on disk: layout, fs, identity, manifest, the check
+    {"_lock"},  # the lock on the shared volume: what it guards, how to wait, filelock's lock and its state
     {"_dstore"},  # the store of distributions, trees composed from it
     {"_requirements"},  # specs, bounded by the store's tree names
     {"_lockfile"},  # what a lock file installs here (a pure reader)

@@ -13,12 +13,13 @@ from filelock import SoftReadWriteLock
 from helpers import wait_until
 from packaging.version import Version
 
+from repoinstall._lock.filelock_rw import HOLDERS, lock_name, state_name
+from repoinstall._lock.key import tree_key
+from repoinstall._lock.locks import TreeLocks, take_and_run
+from repoinstall._lock.taken import HELD, NOT_TAKEN, PEER_FINISHED, Taken
 from repoinstall._options import LockSettings
 from repoinstall._store.identity import TreeId
 from repoinstall._store.layout import OWNER_SUFFIX, Layout
-from repoinstall._store.lockformat import HOLDERS, lock_name, state_name
-from repoinstall._store.lockkey import tree_key
-from repoinstall._store.locks import TreeLocks
 
 TID = TreeId("cp311-test", "demo-pkg", Version("1.0"))
 FAST = LockSettings(stale_after=4.0, heartbeat=1.0, wait_timeout=30.0)
@@ -167,3 +168,53 @@ def test_a_waiter_takes_the_lock_after_a_failing_holder_took_it_away(layout: Lay
         logger.removeHandler(handler)
         logger.setLevel(level)
     assert noted == [True]
+
+
+# ---- gc's take-and-run: never waits, runs its step holding the lock, and says why not otherwise -------------------
+
+
+def test_take_and_run_runs_the_step_holding_the_lock_and_forgets_what_is_gone(layout: Layout) -> None:
+    meanwhile: list[Taken] = []  # what a peer's take-and-run gets while the step runs
+
+    def step() -> None:
+        meanwhile.append(take_and_run(layout, tree_key(TID), FAST, lambda: pytest.fail("both ran"), lambda: True))
+
+    assert take_and_run(layout, tree_key(TID), FAST, step, gone=lambda: True) == HELD
+    assert [taken.held or taken.without is not None for taken in meanwhile] == [False]  # a peer held it: not taken
+    assert not _lock_dir(layout).exists()  # what it guarded is gone: so is the lock's state
+
+
+def test_take_and_run_keeps_the_lock_state_of_what_still_exists(layout: Layout) -> None:
+    assert take_and_run(layout, tree_key(TID), FAST, lambda: None, gone=lambda: False).held
+    assert (_lock_dir(layout) / state_name(TID.leaf)).is_dir()
+
+
+def test_take_and_run_never_waits_for_a_peer_and_names_it(layout: Layout) -> None:
+    ran: list[bool] = []
+    with TreeLocks(layout, FAST).hold(tree_key(TID)) as held:
+        assert held.taken == HELD
+        taken = take_and_run(layout, tree_key(TID), FAST, lambda: ran.append(True), gone=lambda: True)
+    assert not taken.held and not taken.peer_finished and taken.without is None
+    assert taken.holder.startswith("held by ") and ran == []
+    assert (_lock_dir(layout) / state_name(TID.leaf)).is_dir()  # the peer's lock is left as it was
+
+
+def test_take_and_run_says_why_no_lock_can_be_had(layout: Layout) -> None:
+    _lock_dir(layout).mkdir(parents=True)
+    (_lock_dir(layout) / state_name(TID.leaf)).write_text("planted")
+    taken = take_and_run(layout, tree_key(TID), FAST, lambda: pytest.fail("ran without the lock"), gone=lambda: True)
+    assert taken.without is not None and taken.without.kind == "replaced" and not taken.held
+
+
+def test_take_and_run_with_locking_off_just_runs(layout: Layout) -> None:
+    ran: list[bool] = []
+    assert take_and_run(
+        layout, tree_key(TID), FAST._replace(enabled=False), lambda: ran.append(True), lambda: True
+    ).held
+    assert ran == [True] and not Path(layout.path("locks")).exists()
+
+
+def test_a_taken_is_one_of_three() -> None:
+    assert [HELD.held, PEER_FINISHED.peer_finished, NOT_TAKEN.held or NOT_TAKEN.peer_finished] == [True, True, False]
+    with pytest.raises(AssertionError):
+        Taken(held=True, peer_finished=True)

@@ -39,7 +39,7 @@ WARM = {
     "repoinstall._store.layout",
     "repoinstall._store.manifest",
     "repoinstall._store.metadata",
-    "repoinstall._store.lockformat",
+    "repoinstall._lock.filelock_rw",
     "repoinstall._store.repoformat",
     "repoinstall._version",
 }

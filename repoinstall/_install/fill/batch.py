@@ -41,8 +41,8 @@ from ..._store.pin import Pin
 from .plan import distinct, plannable
 
 if TYPE_CHECKING:
+    from ..._lock.locks import TreeLocks
     from ..._store.layout import Layout
-    from ..._store.locks import TreeLocks
     from ..staging import Staging
 
 #: What :func:`_whole` says when the store stopped being cold while it waited: resolve first instead.
@@ -148,8 +148,8 @@ def _whole(
     one lock for this set of trees: a fleet of pods starting together with the same specs makes one run, the
     others wait for its closures; with the distributions it stored, and every one it stored or hashed whole. ``None``
     where the store cannot take them (an artifact without a hash)."""
+    from ..._lock.key import LockKey
     from ..._store.layout import STORE_LOCKS
-    from ..._store.lockkey import LockKey
     from ..backends.run import install
     from ..together import wheel
     from .publish import identify, into_store

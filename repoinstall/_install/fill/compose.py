@@ -30,8 +30,8 @@ from ..._dstore.identity import DistId
 from ..._errors import InstallError
 
 if TYPE_CHECKING:
+    from ..._lock.locks import TreeLocks
     from ..._store.layout import Layout
-    from ..._store.locks import TreeLocks
 
 #: Composes of one tree, the first lock-free and the others holding every distribution's lock.
 _ATTEMPTS = 3

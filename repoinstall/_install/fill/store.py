@@ -37,8 +37,8 @@ from .plan import distinct
 from .publish import into_store, unpack_own
 
 if TYPE_CHECKING:
+    from ..._lock.locks import TreeLocks
     from ..._store.layout import Layout
-    from ..._store.locks import TreeLocks
     from ..backends.run import Built
 
 #: Rounds of "lock what is missing, install what we hold": a peer that held a lock and then failed (or died)

@@ -26,9 +26,9 @@ from ..._store.pin import Pin
 from .plan import plan
 
 if TYPE_CHECKING:
+    from ..._lock.locks import TreeLocks
     from ..._store.identity import TreeId
     from ..._store.layout import Layout
-    from ..._store.locks import TreeLocks
     from ..backends.run import Built
     from ..staging import Staging
 

@@ -1,6 +1,7 @@
 """The locks of one repo as one process takes them: open a thing's lock on the shared volume (or say why none can
 be had here), and hold it for a block (:meth:`TreeLocks.hold`), going on without a lock wherever none can be had
-and reporting each kind of obstacle once, whichever thread meets it.
+and reporting each kind of obstacle once, whichever thread meets it; or, as gc does, take it without waiting and
+run one step holding it (:func:`take_and_run`).
 
 The lock only saves duplicate work: the rename that publishes a tree is the commit point, so going on without a
 lock stays correct, and a holder that lost its lease (paused past the threshold) can at worst install a tree
@@ -15,18 +16,19 @@ import threading
 from typing import TYPE_CHECKING
 
 from .. import _log
-from .._errors import RepoinstallError
+from .._errors import RepoinstallError, RepoUnusable
 from .._options import LockSettings
-from . import fs as _fs
-from .lockobstacles import Unusable, obstacle
-from .lockwait import SYSTEM_CLOCK, Clock
-from .softlock import FileTreeLock
+from .._store import fs as _fs
+from .obstacles import obstacle
+from .soft import FileTreeLock
+from .taken import HELD, NOT_TAKEN, Taken, Unusable, busy, without
+from .wait import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from .layout import Layout
-    from .lockkey import LockKey
+    from .._store.layout import Layout
+    from .key import LockKey
 
 
 def open_lock(layout: Layout, key: LockKey, settings: LockSettings) -> FileTreeLock | Unusable:
@@ -43,20 +45,28 @@ def open_lock(layout: Layout, key: LockKey, settings: LockSettings) -> FileTreeL
 
 
 class Held:
-    """What taking a tree's lock came to, read by the protocol (nothing calls back into it).
+    """What holding a lock for a block came to, read by the protocol (nothing calls back into it).
 
-    ``peer_finished``: the tree appeared while we waited, so the lock was not taken. ``waited``: seconds spent
-    getting here. ``without``: why we go on with no lock although locking is on (``None`` otherwise).
-    ``lease_lost``: the heartbeat saw a peer evict us; from then on never publish over anything.
+    ``taken``: held, a peer finished (what the lock guards appeared while we waited, so it was not taken), or not
+    taken (``--no-lock``, or ``taken.without`` says why no lock can be had here although locking is on).
+    ``waited``: seconds spent getting here. ``lease_lost``: the heartbeat saw a peer evict us; from then on never
+    publish over anything.
     """
 
-    __slots__ = ("_lost", "peer_finished", "waited", "without")
+    __slots__ = ("_lost", "taken", "waited")
 
-    def __init__(self, waited: float, *, peer_finished: bool = False, without: Unusable | None = None) -> None:
+    def __init__(self, waited: float, taken: Taken = NOT_TAKEN) -> None:
         self.waited = waited
-        self.peer_finished = peer_finished
-        self.without = without
+        self.taken = taken
         self._lost: threading.Event | None = None
+
+    @property
+    def peer_finished(self) -> bool:
+        return self.taken.peer_finished
+
+    @property
+    def without(self) -> Unusable | None:
+        return self.taken.without
 
     @property
     def lease_lost(self) -> bool:
@@ -88,23 +98,21 @@ class TreeLocks:
     def hold(
         self, key: LockKey, *, ready: Callable[[], bool] | None = None, gone: Callable[[], bool] | None = None
     ) -> Iterator[Held]:
-        """Hold the lock of ``key`` (a tree's: :func:`~repoinstall._store.lockkey.tree_key`) for the block (or go on
+        """Hold the lock of ``key`` (a tree's: :func:`~repoinstall._lock.key.tree_key`) for the block (or go on
         without one); with ``ready``, a wait ends as soon as ``ready()`` is true, and the block runs with
         ``peer_finished`` set and no lock. With ``gone``, asked as the block ends: if the tree does not exist then
         (nothing was published), the lock's state goes with the release unless someone else is in it (see
         :meth:`FileTreeLock.release`)."""
         started = self.clock.now()
         lock = open_lock(self.layout, key, self.settings) if self.settings.enabled else None
-        taken: bool | Unusable = False
         if isinstance(lock, FileTreeLock):
             taken = lock.take(ready=ready, clock=self.clock)
-        without = lock if isinstance(lock, Unusable) else taken if isinstance(taken, Unusable) else None
-        held = Held(
-            self.clock.now() - started, peer_finished=isinstance(lock, FileTreeLock) and taken is False, without=without
-        )
-        if without is not None:
-            self._warn_once(without)
-        if taken is not True or not isinstance(lock, FileTreeLock):
+        else:
+            taken = NOT_TAKEN if lock is None else without(lock)
+        held = Held(self.clock.now() - started, taken)
+        if taken.without is not None:
+            self._warn_once(taken.without)
+        if not taken.held or not isinstance(lock, FileTreeLock):
             yield held  # no lock held: --no-lock, none possible here, or a peer finished while we waited
             return
         held._lost = lock.lost
@@ -120,3 +128,38 @@ class TreeLocks:
                 return
             self._warned.add(unusable.kind)
         _log.logger().warning("%s", unusable.message)
+
+
+def take_and_run(
+    layout: Layout, key: LockKey, settings: LockSettings, step: Callable[[], None], gone: Callable[[], bool]
+) -> Taken:
+    """gc's way with a lock: take the lock of ``key`` without waiting, run ``step`` holding it, and let it go; the
+    lock's state goes with the release if ``gone()`` (asked as the step ends) says what it guards does not exist,
+    unless someone else is in it (see :meth:`FileTreeLock.release`). Held once ``step`` ran; else not taken: a peer
+    holds it (``holder`` says who), or why no lock can be had here. With locking off (``--no-lock``) ``step`` runs
+    without one, as every command then does, and counts as held.
+
+    Invariant: ``step`` looks again, under the lock, at what it removes before removing it. gc decided from a look
+    taken without the lock; a peer (an installer, a repair, a compose from the store) that took the lock since
+    may have made it wanted again, and holding the lock keeps every such peer out until the removal is done.
+    Never waiting keeps gc from queueing behind an install: what is busy now is looked at again next run."""
+    if not settings.enabled:
+        step()
+        return HELD
+    try:
+        lock = open_lock(layout, key, settings)
+    except RepoUnusable:
+        return without(Unusable("directory", "a symlink or file is where its lock directory belongs"))
+    if isinstance(lock, Unusable):
+        return without(lock)
+    taken = lock.try_take()
+    if not taken.held:
+        if taken.without is None:
+            taken = busy(lock.holder())
+        lock.close()
+        return taken
+    try:
+        step()
+    finally:
+        lock.release(forget=_asks(gone))
+    return taken

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from .layout import Layout
+from .._store.layout import Layout
 
 if TYPE_CHECKING:
-    from .identity import TreeId
+    from .._store.identity import TreeId
 
 
 class LockKey(NamedTuple):

@@ -11,7 +11,7 @@ CephFS, whose kernel clients refuse the ``renameat2`` flags ``SoftFileLease`` ta
 The lock only saves duplicate work: the rename that publishes a tree is the commit point, so a holder that
 lost its lease (paused past the threshold) can at worst install a tree nobody uses.
 
-What it locks is a :class:`~repoinstall._store.lockkey.LockKey` (a tree's, or anything else's): where the lock's
+What it locks is a :class:`~repoinstall._lock.key.LockKey` (a tree's, or anything else's): where the lock's
 files go, how messages name the thing, the version its owner note carries.
 """
 
@@ -22,28 +22,23 @@ import json
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import _log
 from .._errors import InstallError, RepoinstallError
 from .._options import LockSettings
-from . import fs as _fs
-from .layout import OWNER_SUFFIX
-from .lockformat import lock_name, state_name
-from .lockobstacles import Unusable, foreign_lock, foreign_owner
-from .lockwait import _BEATS, SYSTEM_CLOCK, Clock, wait_and_take
+from .._store import fs as _fs
+from .._store.layout import OWNER_SUFFIX
+from .filelock_rw import RwLock, Unreadable, alone, foreign_owner, lock_name, state_name
+from .obstacles import foreign_lock
+from .taken import HELD, NOT_TAKEN, Taken, Unusable, without
+from .wait import _BEATS, SYSTEM_CLOCK, Clock, wait_and_take
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from filelock import SoftReadWriteLock
-
-    from .layout import Layout
-    from .lockkey import LockKey
-
-
-class _Unreadable(Exception):
-    """filelock could not read the lock's state (its error is the cause)."""
+    from .._store.layout import Layout
+    from .key import LockKey
 
 
 class FileTreeLock:
@@ -68,51 +63,33 @@ class FileTreeLock:
         self.path = os.path.join(layout.path(*key.parts), lock_name(key.leaf))
         #: Set while a holder takes its lock's state away (see :meth:`release`): a loss seen then is its own doing.
         self._retiring = False
-        self._soft: SoftReadWriteLock | None = None
+        self._rw = RwLock(self.path, settings, self._on_lost)
         self._watch = _fs.DirWatch()
         self._note: bool | None = None
         self._stop_touching = threading.Event()
         self._toucher: threading.Thread | None = None
 
-    @property
-    def _lock(self) -> SoftReadWriteLock:
-        """filelock's lock, made at the first attempt: a waiter whose peer finishes first never loads filelock."""
-        if self._soft is None:
-            from filelock import SoftReadWriteLock
-
-            self._soft = SoftReadWriteLock(
-                self.path,
-                heartbeat_interval=self._settings.heartbeat,
-                stale_threshold=self._settings.stale_after,
-                poll_interval=min(0.25, self._settings.heartbeat / 2),
-                is_singleton=False,
-                on_compromise=self._on_compromise,
-            )
-        return self._soft
-
-    def _on_compromise(self, compromise: Any) -> None:
+    def _on_lost(self, reason: str) -> None:
         # Runs on the heartbeat thread. From here on a peer may hold the lock: never publish over anything.
         self.lost.set()
         if self._retiring:
-            _log.logger().debug("%s: its state was set aside by its holder (%s)", self.path, compromise.reason)
+            _log.logger().debug("%s: its state was set aside by its holder (%s)", self.path, reason)
             return
-        _log.logger().warning(
-            "lost the lock %s (%s); will not publish over a peer's tree", self.path, compromise.reason
-        )
+        _log.logger().warning("lost the lock %s (%s); will not publish over a peer's tree", self.path, reason)
 
     def take(
         self, *, ready: Callable[[], bool] | None = None, clock: Clock = SYSTEM_CLOCK, announce: bool = True
-    ) -> bool | Unusable:
-        """Wait for the lock and take it: ``True`` if taken (release it), ``False`` if ``ready()`` came true first,
-        or why this lock cannot be used (its state belongs to another UID); :class:`LockTimeout` if the wait
-        timed out. Unless taken, the lock is closed."""
+    ) -> Taken:
+        """Wait for the lock and take it: held (release it), a peer finished if ``ready()`` came true first, or not
+        taken because this lock cannot be used (its state belongs to another UID); :class:`LockTimeout` if the wait
+        timed out. Unless held, the lock is closed."""
         try:
             taken = wait_and_take(self, self._settings, ready=ready, clock=clock, announce=announce)
-        except (PermissionError, _Unreadable) as error:
+        except (PermissionError, Unreadable) as error:
             owner = foreign_owner(self._dir_fd, self._leaf)  # another UID made it between our look and our acquire
             self.close()
             if owner is not None:
-                return foreign_lock(self.what, owner)
+                return without(foreign_lock(self.what, owner))
             if isinstance(error, PermissionError):
                 raise
             raise InstallError(
@@ -122,9 +99,9 @@ class FileTreeLock:
         except BaseException:
             self.close()
             raise
-        if not taken:
+        if not taken.held:
             self.close()
-            return False
+            return taken
         try:
             note = {"host": os.uname().nodename, "pid": os.getpid(), "since": time.time(), **self._extra_note}
             _fs.write_atomic(self._dir_fd, self._owner_name, json.dumps(note).encode())
@@ -132,7 +109,7 @@ class FileTreeLock:
             pass  # the note tells humans who holds it and waiters when it goes; the lock itself is held
         self._toucher = threading.Thread(target=self._touching, name=f"touch {self.path}", daemon=True)
         self._toucher.start()
-        return True
+        return taken
 
     def _touching(self) -> None:
         # The note's mtime says "alive" to waiters for the price of one small read a beat (see wait_and_take);
@@ -147,36 +124,12 @@ class FileTreeLock:
 
     def attempt(self) -> bool:
         """One acquire that never waits: whether we hold the lock now."""
-        from filelock import SoftFileLockProtocolError, Timeout
-
         if _fs.removed(self._dir_fd):
             # The directory was pruned since we opened it (a failing holder alone in the lock prunes it, and gc an
             # empty one). filelock works by path and would make it again; make it ourselves first (with the repo's
             # group mode) and use it, so the owner note we write once we hold the lock is where waiters look.
             self._reopen(create=True)
-        try:
-            self._lock.acquire_write(blocking=False)
-        except Timeout:
-            return False
-        except SoftFileLockProtocolError as error:
-            raise _Unreadable from error
-        except OSError as error:
-            # filelock reads a peer's records by opening them and then reading the descriptor. A peer on another
-            # client that removes one in between (it released, or moved the log on) makes that read fail: ENOENT
-            # on a FUSE filesystem that serves descriptors by path, ESTALE on NFS. That is a view of the lock in
-            # motion, not an answer: not taken this time, and the next attempt looks again. The wait stays bounded
-            # by its timeout, and the lock only saves duplicate work: the rename is the commit point.
-            if not _fs.vanished(error):
-                raise
-            _log.logger().debug("%s: a record went away while read (%s); trying again", self.path, error)
-            return False
-        except RuntimeError as error:
-            # filelock's TreeReplacedError (private): a file or symlink took the place of the lock's state dir
-            # since open_lock looked. One spec fails with a clear line; the others go on.
-            if type(error).__name__ != "TreeReplacedError":
-                raise
-            raise _Unreadable from error
-        return True
+        return self._rw.attempt()
 
     def note_seen(self) -> bool:
         """Whether a holder's owner note is there (a holder writes it once it has the lock, removes it on release),
@@ -209,21 +162,20 @@ class FileTreeLock:
         self._watch = _fs.DirWatch()
         self._note = None
 
-    def try_take(self) -> bool | None:
-        """One attempt that never waits: ``True`` if taken, ``False`` if a peer holds it, ``None`` if this
-        lock cannot be used at all (state of another UID, unreadable state). Release with :meth:`release`."""
+    def try_take(self) -> Taken:
+        """One attempt that never waits: held (release with :meth:`release`), or not taken: a peer holds it
+        (:meth:`holder` says who), or this lock cannot be used at all (state of another UID, unreadable state).
+        Unless held, :meth:`close` it."""
         try:
-            return self.attempt()
-        except (PermissionError, _Unreadable):
-            return None
+            return HELD if self.attempt() else NOT_TAKEN
+        except (PermissionError, Unreadable):
+            return without(Unusable("unreadable", f"the lock {self.path} cannot be read by uid {os.geteuid()}"))
 
     def release(self, *, forget: bool = False) -> None:
         """Let the lock go. ``forget``: what it guards does not exist (the install failed, nothing was published),
         so the lock's state is debris once we leave: take it away too if nobody else is in it, and the lock's
         directory once empty. A spec that can never be installed then leaves nothing behind, however often tried."""
         import logging
-
-        from filelock import SoftFileLockProtocolError
 
         self._stop_touching.set()
         if self._toucher is not None:
@@ -235,8 +187,8 @@ class FileTreeLock:
                 _fs.unlink(self._dir_fd, self._owner_name)
         try:
             # With our state set aside, filelock finds nothing of ours at its path and leaves nothing to undo.
-            self._lock.release(force=True)
-        except (OSError, SoftFileLockProtocolError) as error:
+            self._rw.release()
+        except (OSError, Unreadable) as error:
             # Releasing only lets peers in sooner. If it fails (typically a holder resumed after a peer evicted it
             # and moved the lock's log on), what is left of our membership ages out after the stale threshold,
             # like a crashed holder's. The tree, published by rename or not at all, is unaffected.
@@ -258,8 +210,6 @@ class FileTreeLock:
         is right: we published nothing, so nothing stands to be waited for. And were two holders ever to overlap,
         the tree would still be whole: the rename that publishes it is the commit point, never replaces a tree,
         and a holder that saw its lease lost publishes over nothing (see the protocol)."""
-        from .lockformat import alone
-
         state = state_name(self._leaf)
         state_fd = _fs.open_dir(self._dir_fd, (state,))
         if state_fd is None:
@@ -282,9 +232,7 @@ class FileTreeLock:
         self._stop_touching.set()
         if self._toucher is not None:
             self._toucher.join()
-        if self._soft is not None:
-            self._soft.close()
-            self._soft = None
+        self._rw.close()
         if self._dir_fd >= 0:
             os.close(self._dir_fd)
             self._dir_fd = -1

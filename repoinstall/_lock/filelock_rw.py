@@ -1,4 +1,7 @@
-"""filelock's on-disk layout for the soft read-write locks repoinstall takes: the one module that knows it.
+"""filelock's soft read-write lock as repoinstall takes it: the one module that imports filelock or knows its
+on-disk layout.
+
+:class:`RwLock` is filelock's ``SoftReadWriteLock`` write lock, tried without waiting, its errors read into ours.
 
 For a lock at ``<dir>/<leaf>.lock`` filelock keeps its whole state in one directory beside it::
 
@@ -8,8 +11,8 @@ For a lock at ``<dir>/<leaf>.lock`` filelock keeps its whole state in one direct
         holders/<token>            one record per participant ("host=", "pid=", "lease="); a heartbeat rewrites
                                    it, so its mtime is that participant's last heartbeat
 
-The lock itself (``softlock``), the read-only view for people (``lockinfo``), gc and doctor all name these parts
-through here, so a change in filelock's format is a change in this file.
+The lock itself (``soft``), the read-only view for people (``lockinfo``), gc and doctor all name these parts
+through here, so a change in filelock's format or API is a change in this file.
 """
 
 from __future__ import annotations
@@ -17,18 +20,105 @@ from __future__ import annotations
 import math
 import os
 import stat
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import fs as _fs
+from .. import _log
+from .._options import LockSettings
+from .._store import fs as _fs
+from .._store.layout import LOCKS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from filelock import SoftReadWriteLock
+
+    from .._store.identity import TreeId
+    from .._store.layout import Layout
 
 #: Our name for a lock: ``<leaf>.lock``; filelock keeps its state in ``<leaf>.lock.rw/``.
 LOCK_SUFFIX = ".lock"
-#: The protocol filelock names in every snapshot and holder record; the repo's format file states it (repoformat).
-PROTOCOL = "filelock-rw/1"
 STATE_SUFFIX = LOCK_SUFFIX + ".rw"
 GENERATIONS = "gen"
 HOLDERS = "holders"
 _GENERATION_DIGITS = 20
+
+
+class Unreadable(Exception):
+    """filelock could not read the lock's state, or let it go cleanly (its error is the cause)."""
+
+
+class RwLock:
+    """filelock's write lock at ``path``, made at the first attempt: a waiter whose peer finishes first never loads
+    filelock. ``on_lost(reason)`` runs on filelock's heartbeat thread once a peer may hold the lock."""
+
+    def __init__(self, path: str, settings: LockSettings, on_lost: Callable[[str], None]) -> None:
+        self.path = path
+        self._settings = settings
+        self._on_lost = on_lost
+        self._soft: SoftReadWriteLock | None = None
+
+    @property
+    def _lock(self) -> SoftReadWriteLock:
+        if self._soft is None:
+            from filelock import SoftReadWriteLock
+
+            self._soft = SoftReadWriteLock(
+                self.path,
+                heartbeat_interval=self._settings.heartbeat,
+                stale_threshold=self._settings.stale_after,
+                poll_interval=min(0.25, self._settings.heartbeat / 2),
+                is_singleton=False,
+                on_compromise=self._compromised,
+            )
+        return self._soft
+
+    def _compromised(self, compromise: Any) -> None:
+        self._on_lost(str(compromise.reason))
+
+    def attempt(self) -> bool:
+        """One acquire that never waits: whether we hold the lock now. :class:`Unreadable` if filelock cannot use
+        its state; :class:`PermissionError` if this UID may not."""
+        from filelock import SoftFileLockProtocolError, Timeout
+
+        try:
+            self._lock.acquire_write(blocking=False)
+        except Timeout:
+            return False
+        except SoftFileLockProtocolError as error:
+            raise Unreadable from error
+        except OSError as error:
+            # filelock reads a peer's records by opening them and then reading the descriptor. A peer on another
+            # client that removes one in between (it released, or moved the log on) makes that read fail: ENOENT
+            # on a FUSE filesystem that serves descriptors by path, ESTALE on NFS. That is a view of the lock in
+            # motion, not an answer: not taken this time, and the next attempt looks again. The wait stays bounded
+            # by its timeout, and the lock only saves duplicate work: the rename is the commit point.
+            if not _fs.vanished(error):
+                raise
+            _log.logger().debug("%s: a record went away while read (%s); trying again", self.path, error)
+            return False
+        except RuntimeError as error:
+            # filelock's TreeReplacedError (private): a file or symlink took the place of the lock's state dir
+            # since open_lock looked. One spec fails with a clear line; the others go on.
+            if type(error).__name__ != "TreeReplacedError":
+                raise
+            raise Unreadable from error
+        return True
+
+    def release(self) -> None:
+        """Let the write lock go (forced: whatever of our membership is left). :class:`OSError` or
+        :class:`Unreadable` if filelock could not do it cleanly."""
+        from filelock import SoftFileLockProtocolError
+
+        try:
+            self._lock.release(force=True)
+        except SoftFileLockProtocolError as error:
+            raise Unreadable(str(error)) from error
+
+    def close(self) -> None:
+        """Give up filelock's lock object (its heartbeat thread) without releasing."""
+        if self._soft is not None:
+            self._soft.close()
+            self._soft = None
 
 
 def lock_name(leaf: str) -> str:
@@ -37,6 +127,22 @@ def lock_name(leaf: str) -> str:
 
 def state_name(leaf: str) -> str:
     return leaf + STATE_SUFFIX
+
+
+def lock_trees(layout: Layout) -> list[TreeId]:
+    """The trees that have a lock's state in ``locks/`` (listed by descriptor: a symlink is neither followed nor
+    listed)."""
+    return layout.discover(LOCKS, suffix=STATE_SUFFIX)
+
+
+def foreign_owner(directory_fd: int, leaf: str) -> int | None:
+    """The UID owning the lock state of ``leaf`` (in the lock's directory, open) if it is not ours, else ``None``:
+    filelock keeps its state private to the UID that made it (0600 files, 0700 dirs), so no other can share it."""
+    try:
+        owner = os.stat(state_name(leaf), dir_fd=directory_fd, follow_symlinks=False).st_uid
+    except OSError:
+        return None
+    return owner if owner != os.geteuid() else None
 
 
 def activity(state: str) -> str:
@@ -177,6 +283,40 @@ def _latest(state_fd: int, shown: str) -> tuple[str | None, frozenset[str], str 
         return None, frozenset(), None
     finally:
         os.close(generations)
+
+
+class Record(NamedTuple):
+    """A participant's holder record: its host (as our owner notes name the pod), pid, the lease it declares, and
+    seconds since its last heartbeat (the record's mtime; ``None`` if that cannot be read)."""
+
+    host: str | None
+    pid: int | None
+    lease: float | None
+    age: float | None
+
+
+def record_of(state_fd: int, token: str, now: float) -> Record | None:
+    """The holder record of ``token`` in the lock's state (its directory open), read at ``now`` (``time.time()``);
+    ``None`` if it is gone or this UID may not read it."""
+    holders = _fs.open_dir(state_fd, (HOLDERS,))
+    if holders is None:
+        return None
+    try:
+        try:
+            data = _fs.read_file(holders, (token,), 1 << 16)
+        except PermissionError:
+            return None
+        if data is None:
+            return None
+        try:
+            age: float | None = max(0.0, now - os.stat(token, dir_fd=holders, follow_symlinks=False).st_mtime)
+        except OSError:
+            age = None
+    finally:
+        os.close(holders)
+    found = fields(data)
+    pid = found.get("pid", "")
+    return Record(host_of(found), int(pid) if pid.isdigit() else None, holder_lease(data), age)
 
 
 def host_of(record: dict[str, str]) -> str | None:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from . import fs as _fs
-from .lockformat import state_name
+from .._store import fs as _fs
+from .filelock_rw import foreign_owner, state_name
+from .taken import Unusable
 
 if TYPE_CHECKING:
-    from .layout import Layout
-    from .lockkey import LockKey
+    from .._store.layout import Layout
+    from .key import LockKey
 
 
 def _replaced(directory_fd: int, name: str) -> bool:
@@ -25,15 +26,6 @@ def _replaced(directory_fd: int, name: str) -> bool:
         return not stat.S_ISDIR(os.stat(name, dir_fd=directory_fd, follow_symlinks=False).st_mode)
     except OSError:
         return False
-
-
-def foreign_owner(directory_fd: int, leaf: str) -> int | None:
-    """The UID owning the lock state of ``leaf`` (a tree's) if it is not ours (so we cannot share it), else ``None``."""
-    try:
-        owner = os.stat(state_name(leaf), dir_fd=directory_fd, follow_symlinks=False).st_uid
-    except OSError:
-        return None
-    return owner if owner != os.geteuid() else None
 
 
 def links_keep_identity(directory_fd: int) -> bool:
@@ -55,14 +47,6 @@ def links_keep_identity(directory_fd: int) -> bool:
     finally:
         for name in (source, target):
             _fs.unlink(directory_fd, name)
-
-
-class Unusable(NamedTuple):
-    """Why no lock can be had here for what it guards (a tree); ``kind`` tells warnings apart ("foreign",
-    "replaced" or "links")."""
-
-    kind: str
-    message: str
 
 
 def foreign_lock(what: str, owner: int) -> Unusable:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from .. import _log, _stop
 from .._errors import LockTimeout
 from .._options import LockSettings
+from .taken import HELD, PEER_FINISHED, Taken
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -80,9 +81,9 @@ def wait_and_take(
     clock: Clock = SYSTEM_CLOCK,
     announce: bool = True,
     jitter: Callable[[], float] = random.random,
-) -> bool:
-    """Take the lock, waiting up to the wait timeout: ``True`` once taken, ``False`` if ``ready()`` came true while
-    waiting (a peer finished: the lock is not taken); :class:`LockTimeout` after the wait timeout.
+) -> Taken:
+    """Take the lock, waiting up to the wait timeout: held once taken, or a peer finished if ``ready()`` came true
+    while waiting (the lock is not taken); :class:`LockTimeout` after the wait timeout.
 
     The lock is tried at once unless a holder's note is there. While it is, the waiter looks at the note, backing
     off to one look every _LOOK_MAX seconds (one metadata operation on NFS), and reads the note's mtime _BEATS
@@ -109,7 +110,7 @@ def wait_and_take(
     while True:
         if clock.now() >= next_try:
             if lock.attempt():
-                return True
+                return HELD
             last_try = clock.now()
             suspect = lock.note_seen() and clock.now() - beat_moved > 2 * beat_every
             next_try = last_try + (beat_every if suspect else math.inf if lock.note_seen() else max(_RETRY, interval))
@@ -127,7 +128,7 @@ def wait_and_take(
         looks += 1
         released = not lock.note_seen()
         if ready is not None and (released or looks % _TREE_EVERY == 0) and ready():
-            return False
+            return PEER_FINISHED
         if released:
             next_try = min(next_try, max(clock.now(), last_try + _RETRY))
         if clock.now() >= next_beat:
