@@ -18,8 +18,8 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 from helpers import cli, isolated_env  # noqa: E402
 from wheels import make_wheel  # noqa: E402
 
-from repoinstall._store.dists import check_tree, scan  # noqa: E402
-from repoinstall._store.identity import environment_tag  # noqa: E402
+from repoinstall._disk.dists import check_tree, scan  # noqa: E402
+from repoinstall._disk.identity import environment_tag  # noqa: E402
 
 #: Five adaptors, each needing two of four shared libraries: 15 dists in 5 trees, ~3 MB of Python to unpack
 #: and compile. Every wheel is real (RECORD hashes) and built here, so the benchmarks need no network.

@@ -27,12 +27,12 @@ from pathlib import Path
 from packaging.version import Version
 
 from repoinstall import Repo
+from repoinstall._disk.dists import Dist
+from repoinstall._disk.identity import TreeId, environment_tag
+from repoinstall._disk.layout import Layout
+from repoinstall._disk.manifest import TreeEntry, write
 from repoinstall._lockfile.read import read_lock
 from repoinstall._lockfile.request import request
-from repoinstall._store.dists import Dist
-from repoinstall._store.identity import TreeId, environment_tag
-from repoinstall._store.layout import Layout
-from repoinstall._store.manifest import TreeEntry, write
 
 
 def populate(root: Path, count: int) -> list[str]:

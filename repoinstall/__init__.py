@@ -27,7 +27,7 @@ from ._results import EnsureResult, Event
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._dstore.usage import StoreUsage
+    from ._disk.manifest import TreeEntry
     from ._ops.checkup import Repaired, Verification
     from ._ops.doctor import Finding
     from ._ops.gc import Removal
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ._ops.remove import Removed
     from ._ops.storeverify import DistReport
     from ._ops.verify import TreeReport
-    from ._store.manifest import TreeEntry
+    from ._store.usage import StoreUsage
 
 #: What verify, gc, remove, locks, doctor, list, plan and store_usage return: importable from here, loaded on first use
 #: (the warm path never needs them).
@@ -49,8 +49,8 @@ _LAZY = {
     "Removal": "._ops.gc",
     "Removed": "._ops.remove",
     "Repaired": "._ops.checkup",
-    "StoreUsage": "._dstore.usage",
-    "TreeEntry": "._store.manifest",
+    "StoreUsage": "._store.usage",
+    "TreeEntry": "._disk.manifest",
     "TreeReport": "._ops.verify",
     "Verification": "._ops.checkup",
 }

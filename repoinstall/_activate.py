@@ -48,8 +48,8 @@ def check_together(trees: Sequence[tuple[str, str]]) -> None:
     shadow the other in every import. Read from the trees' dist-info METADATA."""
     if len(trees) < 2:
         return
-    from ._store.dists import scan
-    from ._store.identity import canonical_name
+    from ._disk.dists import scan
+    from ._disk.identity import canonical_name
 
     first: dict[str, tuple[str, str]] = {}  # project -> (version, label of the first tree that holds it)
     for label, path in trees:
@@ -124,8 +124,8 @@ def top_level_names(tree: str) -> set[str]:
 
 def owner(directory: str, name: str) -> tuple[str, str] | None:
     """(project, version) of the distribution in ``directory`` whose RECORD installs top-level ``name``."""
-    from ._store.dists import record_rows, scan
-    from ._store.identity import canonical_name
+    from ._disk.dists import record_rows, scan
+    from ._disk.identity import canonical_name
 
     try:
         dists = scan(directory)

@@ -13,13 +13,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import _log
+from ._disk import fs as _fs
+from ._disk.check import State, check
+from ._disk.identity import TreeId
+from ._disk.layout import RECORDS, Layout
+from ._disk.manifest import as_recorded
 from ._errors import NotInstalled, RepoinstallError, ResolutionError
 from ._requirements import Requested, parse_spec
-from ._store import fs as _fs
-from ._store.check import State, check
-from ._store.identity import TreeId
-from ._store.layout import RECORDS, Layout
-from ._store.manifest import as_recorded
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -71,7 +71,7 @@ class Chooser:
 
     def pinned(self, requested: Requested) -> Requested:
         """A lock's request as one resolved closure, named for what it holds (its names and the closure's digest:
-        :func:`~repoinstall._store.identity.lock_name`): each pin naming one artifact by URL and sha256 where the
+        :func:`~repoinstall._disk.identity.lock_name`): each pin naming one artifact by URL and sha256 where the
         lock did not (hashed requirements: a version and the hashes of several files; see
         :mod:`repoinstall._index.artifacts`), so the tree is the one a ``pylock.toml`` of the same resolution
         names, and goes through the store; a pin whose artifact cannot be found stays as it is (the installer then
@@ -80,10 +80,10 @@ class Chooser:
             return requested
         from packaging.version import Version
 
+        from ._disk.check import present
+        from ._disk.identity import legacy_lock_name, lock_name
+        from ._disk.pin import closure_key
         from ._lockfile.request import request_of
-        from ._store.check import present
-        from ._store.identity import legacy_lock_name, lock_name
-        from ._store.pin import closure_key
 
         given = requested.locked
         pins = given

@@ -17,24 +17,24 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from . import _log
+from ._disk.check import in_use
+from ._disk.identity import TreeId
 from ._errors import Interrupted, LockTimeout, NotOnIndex, RepoinstallError, ResolutionError, os_errors
 from ._results import Action, EnsureResult, Event
-from ._store.check import in_use
-from ._store.identity import TreeId
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
     from ._choose import Choice, Chooser
-    from ._dstore.identity import DistId
+    from ._disk.closures import Closure
+    from ._disk.layout import Layout
     from ._install.flight import SingleFlight
     from ._install.protocol import Filler, Outcome
     from ._lock.locks import TreeLocks
     from ._oci.pull import Source
     from ._options import InstallOptions, LockSettings
     from ._requirements import Requested
-    from ._store.closures import Closure
-    from ._store.layout import Layout
+    from ._store.identity import DistId
 
 T = TypeVar("T")
 #: A plan: yields the work to run (callables, run on worker threads), is sent their results, returns its own.

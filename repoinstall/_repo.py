@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Literal, TypeVar, overload
 
 from . import _log
 from ._choose import Choice, Chooser
+from ._disk.identity import TreeId, environment_tag
+from ._disk.layout import Layout, default_repo
 from ._ensuring import Ensurer, Flow, bad_input_raised, gathered
 from ._errors import InvalidInput, NotInstalled, RepoinstallError, os_errors
 from ._options import (
@@ -29,15 +31,14 @@ from ._options import (
 )
 from ._requirements import Requested, parse_spec
 from ._results import EnsureResult, Event
-from ._store.identity import TreeId, environment_tag
-from ._store.layout import Layout, default_repo
 
 if TYPE_CHECKING:
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import AbstractContextManager
 
-    from ._dstore.usage import StoreUsage
+    from ._disk.inway import Obstacle
+    from ._disk.manifest import TreeEntry
     from ._oci.pull import Source
     from ._oci.push import Pushed
     from ._oci.reference import Reference
@@ -51,8 +52,7 @@ if TYPE_CHECKING:
     from ._ops.storeverify import DistReport
     from ._ops.verify import TreeReport
     from ._options import InstallOptions
-    from ._store.inway import Obstacle
-    from ._store.manifest import TreeEntry
+    from ._store.usage import StoreUsage
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -320,12 +320,12 @@ class Repo:
         ``skip_pulled``: leave out trees that were made from an image."""
         from packaging.version import Version
 
+        from ._disk.manifest import read
         from ._oci.auth import lookup
         from ._oci.client import Registry
         from ._oci.pull import INSTALLER
         from ._oci.push import push
         from ._oci.settings import Settings as _Settings
-        from ._store.manifest import read
 
         pushed: list[Pushed] = []
         with Registry(to, self._registry_settings or _Settings(), lookup(to.host), push=True) as registry:
@@ -396,7 +396,7 @@ class Repo:
 
     def tree_path(self, requested: Requested | str) -> str:
         """The installed tree's path for ``requested``; :class:`NotInstalled` if it is not installed."""
-        from ._store.check import present
+        from ._disk.check import present
 
         requested = self._parsed(requested)
         tid, ask_index = self._chooser.offline(requested)[1:]
@@ -421,10 +421,10 @@ class Repo:
         (:meth:`repair`), so the trees composed from a damaged distribution install it afresh, never linking its
         changed files again. A repair that fails is in :attr:`Verification.failed` with its error; the others still
         run. The reports are those found before repairing: ``verify()`` again says what stands now."""
+        from ._disk.dists import Hashed
         from ._ops.checkup import Verification, repair_all
         from ._ops.storeverify import verify_store
         from ._ops.verify import every_tree, verify
-        from ._store.dists import Hashed
 
         wanted = [self._parsed(s) for s in specs]
         self._layout.existing_fd()
@@ -474,8 +474,8 @@ class Repo:
         """What stands where a directory of the store, its locks or the trees' locks belongs (``store/<env>/<name>``,
         ``store-locks/...``, ``locks/...``): a symlink, a file, a FIFO, a socket or a device, with its kind. An
         install that needs that directory refuses it (exit 2); ``verify`` and ``locks`` name it, gc leaves it."""
-        from ._store.inway import below
-        from ._store.layout import LOCKS, STORE, STORE_LOCKS
+        from ._disk.inway import below
+        from ._disk.layout import LOCKS, STORE, STORE_LOCKS
 
         self._layout.existing_fd()
         return [
@@ -563,7 +563,7 @@ class Repo:
     def store_usage(self) -> StoreUsage:
         """The store's figures, all environments: stored distributions, their bytes (each inode once), and the bytes
         hard links save the trees (what the trees' files would take as copies minus what they take on disk)."""
-        from ._dstore.usage import usage
+        from ._store.usage import usage
 
         return self._layout.retrying(usage, self._layout)
 

@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
+from ._disk.identity import MAX_NAME_AND_LEAF, TreeId, canonical_name
 from ._errors import InvalidRequirement, RequirementsFileError
 from ._redact import redact_all
-from ._store.identity import MAX_NAME_AND_LEAF, TreeId, canonical_name
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
     from packaging.specifiers import SpecifierSet
 
-    from ._store.pin import Pin
+    from ._disk.pin import Pin
 
 _HASH = re.compile(r"^[a-z0-9]+:[0-9a-fA-F]+$")
 _ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar", ".egg")

@@ -99,7 +99,7 @@ def test_doctor_fails_where_hard_links_are_missing(tmp_path: Path) -> None:
 def test_a_file_removed_between_open_and_read_reads_as_missing(tmp_path: Path) -> None:
     # A peer on another client removes the file between our open and our read: this client answers the read on
     # the descriptor by its path, which is gone (ENOENT, with no file name). It reads as "not there".
-    from repoinstall._store import fs
+    from repoinstall._disk import fs
 
     for [mount] in _mount(tmp_path, ["vanishing"], "--vanish=.owner"):
         (tmp_path / "backing" / "x.owner").write_text("{}")

@@ -1048,11 +1048,11 @@ def _held(repo: Path, name: str = "adaptor-d", wait_timeout: float = 10) -> Iter
     at most ``wait_timeout`` seconds (LockTimeout): far less than the stale threshold of 600 s the lock has."""
     from packaging.version import Version
 
+    from repoinstall._disk.identity import TreeId, environment_tag
+    from repoinstall._disk.layout import Layout
     from repoinstall._lock.key import tree_key
     from repoinstall._lock.locks import TreeLocks
     from repoinstall._options import LockSettings
-    from repoinstall._store.identity import TreeId, environment_tag
-    from repoinstall._store.layout import Layout
 
     layout = Layout(repo)
     try:

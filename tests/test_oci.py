@@ -23,7 +23,7 @@ from indexserver import IndexServer
 from registry import Registry, registry, tags
 from wheels import make_wheel
 
-from repoinstall._store.identity import environment_tag
+from repoinstall._disk.identity import environment_tag
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(tool) for tool in ("docker-registry", "skopeo", "umoci", "podman", "strace")),
@@ -185,10 +185,10 @@ def test_a_second_cluster_pulls_with_its_index_stopped(tmp_path: Path, served: I
 def other_machine(tmp_path: Path) -> tuple[str, dict[str, str]]:
     """The environment of this interpreter on the other architecture (aarch64 here on x86_64, and back), and an
     environment for repoinstall processes that run as on such a node: the environment tag is what
-    ``repoinstall._store.envtag`` remembers for this interpreter, so a cache that remembers the other
+    ``repoinstall._disk.envtag`` remembers for this interpreter, so a cache that remembers the other
     platform makes the process file, push and pull its trees as that node's. Wheels of the test index are
     pure Python, so they install the same on either."""
-    from repoinstall._store import envtag
+    from repoinstall._disk import envtag
 
     native = envtag.environment_tag()
     swap = {"x86_64": "aarch64", "aarch64": "x86_64"}

@@ -17,8 +17,8 @@ from hostileregistry import HostileRegistry, regular, tar_of
 from registry import free_port, registry
 from wheels import make_wheel
 
+from repoinstall._disk.identity import environment_tag
 from repoinstall._oci.reference import tag_for
-from repoinstall._store.identity import environment_tag
 
 STOPPED = "http://127.0.0.1:9/simple"
 ENV = environment_tag()

@@ -150,11 +150,11 @@ def test_wait_timeout_exits_3_and_names_the_holder(repo: Path, index: IndexServe
 def test_a_waiter_ends_when_the_tree_is_published_not_when_the_lock_is_released(repo: Path, index: IndexServer) -> None:
     from packaging.version import Version
 
+    from repoinstall._disk.identity import TreeId, environment_tag
+    from repoinstall._disk.layout import Layout
     from repoinstall._lock.key import tree_key
     from repoinstall._lock.locks import TreeLocks
     from repoinstall._options import LockSettings
-    from repoinstall._store.identity import TreeId, environment_tag
-    from repoinstall._store.layout import Layout
 
     slow_lock = ["--stale-after", "600", "--heartbeat", "20", "--wait-timeout", "60"]
     layout = Layout(repo)

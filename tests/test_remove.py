@@ -132,8 +132,8 @@ _HOLD = textwrap.dedent(
     import sys, time
     from packaging.version import Version
     from repoinstall._options import LockSettings
-    from repoinstall._store.identity import TreeId, environment_tag
-    from repoinstall._store.layout import Layout
+    from repoinstall._disk.identity import TreeId, environment_tag
+    from repoinstall._disk.layout import Layout
     from repoinstall._lock.key import tree_key
     from repoinstall._lock.locks import TreeLocks
 

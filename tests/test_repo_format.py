@@ -14,7 +14,7 @@ from helpers import cli, ensure_args, isolated_env, run, snapshot, start
 from indexserver import IndexServer
 
 from repoinstall import __version__
-from repoinstall._store import fs as _fs
+from repoinstall._disk import fs as _fs
 
 STATED = {"format": 1, "locks": "filelock-rw/1", "written_by": f"repoinstall {__version__}"}
 

@@ -36,7 +36,7 @@ from indexserver import IndexServer
 from storecheck import assert_store_whole
 from wheels import make_wheel
 
-from repoinstall._store.identity import environment_tag
+from repoinstall._disk.identity import environment_tag
 
 LOCK = ("--stale-after", "2", "--heartbeat", "0.4")
 ROOT = os.geteuid() == 0

@@ -19,7 +19,7 @@ import pytest
 from helpers import cli, document, ensure_args, isolated_env, run, snapshot
 from indexserver import IndexServer
 
-from repoinstall._store.identity import environment_tag
+from repoinstall._disk.identity import environment_tag
 
 HEAD = 'lock-version = "1.0"\ncreated-by = "hand"\n'
 

@@ -15,10 +15,10 @@ import pytest
 from helpers import ensure_args, run
 from indexserver import IndexServer
 
+from repoinstall._disk.identity import environment_tag
+from repoinstall._disk.pin import Pin
 from repoinstall._errors import RequirementsFileError
 from repoinstall._install.localcopy import private_copies
-from repoinstall._store.identity import environment_tag
-from repoinstall._store.pin import Pin
 
 HEAD = 'lock-version = "1.0"\ncreated-by = "hand"\n'
 WHEEL = 'wheels = [{{ url = "http://127.0.0.1:9/x-1.0-py3-none-any.whl", hashes = {{ sha256 = "{}" }} }}]\n'.format(

@@ -17,11 +17,11 @@ from fusemount import fuse_missing, mounted
 from helpers import cli, document, ensure_args, import_version, isolated_env, run, wait_until
 from indexserver import IndexServer
 
+from repoinstall._disk.layout import Layout
 from repoinstall._lock.key import LockKey
 from repoinstall._lock.locks import open_lock
 from repoinstall._lock.taken import Unusable
 from repoinstall._options import LockSettings
-from repoinstall._store.layout import Layout
 
 LOCK = ["--stale-after", "2", "--heartbeat", "0.4"]
 

@@ -22,7 +22,7 @@ from helpers import document, ensure_args, finish, import_version, run, start, w
 from indexserver import IndexServer
 from storecheck import assert_store_whole
 
-from repoinstall._store.identity import canonical_version, environment_tag
+from repoinstall._disk.identity import canonical_version, environment_tag
 
 LOCK = ["--stale-after", "2", "--heartbeat", "0.4"]
 

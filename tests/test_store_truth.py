@@ -18,7 +18,7 @@ from helpers import document, ensure_args, run
 from indexserver import IndexServer
 from wheels import make_wheel
 
-from repoinstall._store.identity import environment_tag
+from repoinstall._disk.identity import environment_tag
 
 GROUP = 2000
 

@@ -13,19 +13,19 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from .. import _log
+from .._disk.identity import TreeKind, kind_of
 from .._errors import InvalidInput, RepoinstallError
 from .._repo import Repo
 from .._results import EnsureResult
-from .._store.identity import TreeKind, kind_of
 from .options import ENSURING, INSTALLING, LOCKING, OUTPUT, REGISTRY, Options, repo_path, takes
 
 if TYPE_CHECKING:
     import logging
 
+    from .._disk.manifest import TreeEntry
     from .._oci.push import Pushed
     from .._options import InstallOptions
     from .._requirements import Requested
-    from .._store.manifest import TreeEntry
 
 EXIT_CODES = """\
 Exit codes: 0 ok; 1 install failed (pip error, disk full, not installed; remove: a tree in use);
@@ -732,7 +732,7 @@ def list_(
     With --json: {"repo", "trees": [...], "store": {"distributions", "bytes", "tree_bytes", "bytes_saved"}}: the
     distributions stored once each, their bytes (file sizes, each inode once), the trees' bytes as if each had
     its own copies, and what hard links save of those."""
-    from .._store.manifest import recorded_dists
+    from .._disk.manifest import recorded_dists
 
     _use_json(opts)
     try:
@@ -786,7 +786,7 @@ def list_(
 def _held(record: "TreeEntry") -> list[str]:
     """What a tree holds, as its short line names it: a set's pins, a lock's packages, else its distributions'
     names other than its own."""
-    from .._store.manifest import recorded_dists
+    from .._disk.manifest import recorded_dists
 
     kind = kind_of(record.name)
     if kind is TreeKind.SET:
@@ -799,7 +799,7 @@ def _held(record: "TreeEntry") -> list[str]:
 def _lock_members(record: "TreeEntry") -> list[str]:
     """``name==version`` of each package a lock file's tree holds, as its record lists them (its own metapackage
     left out)."""
-    from .._store.manifest import recorded_dists
+    from .._disk.manifest import recorded_dists
 
     rows = recorded_dists(record)
     return sorted(f"{row.get('name')}=={row.get('version')}" for row in rows if row.get("name") != record.name)

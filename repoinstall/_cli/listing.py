@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .._store.manifest import TreeEntry
+    from .._disk.manifest import TreeEntry
 
 #: The widest line the default view prints (``--long`` and ``--json`` give every detail).
 WIDTH = 100

@@ -352,7 +352,7 @@ def takes(*names: str) -> Callable[[F], F]:
 
 def repo_path(opts: Options, *, announce: bool) -> str:
     """The repo to use: ``--repo``/``REPOINSTALL_REPO``, else the per-user default (said on stderr if asked)."""
-    from .._store.layout import default_repo
+    from .._disk.layout import default_repo
 
     repo = opts.repo
     if repo is None and os.environ.get("REPOINSTALL_REPO") == "":

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from .._store.pin import Pin, closure_key
+from .._disk.pin import Pin, closure_key
 from .cache import key_for
 from .files import admits, parse_file
 from .http import Plan

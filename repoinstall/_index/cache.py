@@ -18,15 +18,15 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from .. import _log
+from .._disk import fs as _fs
+from .._disk.layout import CACHE, OWNER_SUFFIX
 from .._errors import RepoinstallError
-from .._store import fs as _fs
-from .._store.layout import CACHE, OWNER_SUFFIX
 from .http import Pause, Plan
 
 if TYPE_CHECKING:
+    from .._disk.layout import Layout
     from .._lock.soft import FileTreeLock
     from .._options import LockSettings
-    from .._store.layout import Layout
 
 CACHE_DIR = (CACHE, "index")
 _POLL = 0.1
@@ -38,8 +38,8 @@ def garbage(directory: int, old: Callable[[str], bool]) -> Iterator[tuple[str, s
     mtime of the name, a path relative to ``directory``): answers past any use, temporaries of interrupted
     writes, idle locks and their notes, and symlinks (never followed). Facts about one file (its
     Requires-Python) never change, so they stay."""
+    from .._disk import walk as _walk
     from .._lock.filelock_rw import STATE_SUFFIX, activity
-    from .._store import walk as _walk
 
     for entry, kind in _walk.entries(directory):
         if not old(entry):

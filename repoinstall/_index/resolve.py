@@ -18,10 +18,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from .. import _log
+from .._disk.identity import canonical_name
 from .._errors import NotOnIndex, RequirementsFileError, ResolutionError
 from .._redact import redact
 from .._requirements import choose
-from .._store.identity import canonical_name
 from .._textfile import read_text
 from . import http as _http
 from .files import admits, parse_file
@@ -33,10 +33,10 @@ if TYPE_CHECKING:
     import httpx
     from packaging.tags import Tag
 
+    from .._disk.pin import Pin
     from .._formats import Formats
     from .._pipconfig import IndexConfig
     from .._requirements import Requested
-    from .._store.pin import Pin
     from .cache import IndexCache
     from .simple import Link
 

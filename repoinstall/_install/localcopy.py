@@ -18,8 +18,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+from .._disk.pin import Pin
 from .._errors import RequirementsFileError
-from .._store.pin import Pin
 
 _COPIES = "local-artifacts"
 

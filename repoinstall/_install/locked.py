@@ -1,10 +1,10 @@
 """A lock file's packages as one tree (``ensure -r pylock.toml``, ``-r`` of a fully hashed requirements file,
 :meth:`Repo.ensure_lock`): exactly the artifacts the lock names for this environment, every one hash-checked,
 nothing resolved and no dependency added (``--no-deps``). Any other tree installed here before comes back the
-same way, from its kept closure (:func:`pinned`, :mod:`repoinstall._store.closures`).
+same way, from its kept closure (:func:`pinned`, :mod:`repoinstall._disk.closures`).
 
 The lock becomes a local metapackage, ``locked-<its names>-<10 hex of the lock's key>`` version 1 (see
-:func:`repoinstall._store.identity.lock_name`), as a set installed together does (``_install.together``): its
+:func:`repoinstall._disk.identity.lock_name`), as a set installed together does (``_install.together``): its
 wheel holds a ``Requires-Dist`` pin per package and ``lock.json``, each package's version and hashes (its record
 says each artifact's URL), so the tree itself says how to reinstall it byte for byte, and its bytes are the same
 for one closure on every cluster. It is installed by path with the lock's artifacts in one installer run, then
@@ -23,22 +23,22 @@ import os
 from typing import TYPE_CHECKING
 
 from .. import _log
+from .._disk import fs as _fs
+from .._disk.identity import TreeId, TreeKind, canonical_name, normal_version
+from .._disk.metadata import dist_info_name
+from .._disk.pin import Pin, pins_of
 from .._errors import InstallError, RepoinstallError
 from .._lockfile.request import lock_request
 from .._requirements import Requested
-from .._store import fs as _fs
-from .._store.identity import TreeId, TreeKind, canonical_name, normal_version
-from .._store.metadata import dist_info_name
-from .._store.pin import Pin, pins_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from .._dstore.identity import DistId
-    from .._store.closures import Closure
-    from .._store.dists import Dist
-    from .._store.layout import Layout
-    from .._store.manifest import Artifact, TreeEntry
+    from .._disk.closures import Closure
+    from .._disk.dists import Dist
+    from .._disk.layout import Layout
+    from .._disk.manifest import Artifact, TreeEntry
+    from .._store.identity import DistId
 
 #: The file in the metapackage's dist-info that lists what the tree was installed from.
 LOCK_JSON = "lock.json"
@@ -111,8 +111,8 @@ def recorded(layout: Layout, tid: TreeId, source: str) -> Requested:
     artifact's URL and sha256), or, without one, its metapackage's ``lock.json`` (covered by its RECORD, so verify
     vouches for it: each distribution's version and hashes, from the index; a tree of an earlier release: URLs
     too)."""
-    from .._store import closures
-    from .._store.manifest import read
+    from .._disk import closures
+    from .._disk.manifest import read
 
     record = read(layout, tid)
     closure = None if record is None else closures.of_record(tid, record)
@@ -140,11 +140,11 @@ def pinned(
 ) -> tuple[Requested, tuple[str, ...] | None]:
     """What to install for ``tid``, and the ``name==version`` of each distribution the tree must then hold
     (``None``: whatever the installer resolves). A lock's tree: its lines. Any other tree installed here before:
-    its kept closure (see :mod:`repoinstall._store.closures`), so it comes back the same, never resolved afresh.
+    its kept closure (see :mod:`repoinstall._disk.closures`), so it comes back the same, never resolved afresh.
     Else its batch's resolution, ``resolved``, if it has one."""
     if requested.locked:
         return requested, requested.members
-    from .._store import closures
+    from .._disk import closures
 
     closure = closures.read(layout, tid) or resolved
     if closure is None:
@@ -158,7 +158,7 @@ def keep_closure(layout: Layout, tid: TreeId, entry: TreeEntry, *, pinned_before
     installed from a kept one (the same). Best effort: a tree without it is resolved afresh next time."""
     if pinned_before or tid.kind is TreeKind.LOCKED:
         return
-    from .._store import closures
+    from .._disk import closures
 
     closure = closures.of_record(tid, entry)
     if closure is None:
@@ -172,6 +172,6 @@ def keep_closure(layout: Layout, tid: TreeId, entry: TreeEntry, *, pinned_before
 def artifacts_of(pins: Sequence[Pin]) -> tuple[Artifact, ...]:
     """The artifact each pin names by one sha256 (and URL, if it has one): what the installer was made to take,
     whatever it reports."""
-    from .._store.manifest import Artifact
+    from .._disk.manifest import Artifact
 
     return tuple(Artifact(p.name, p.version, sha256, p.public().url) for p in pins if (sha256 := p.sha256))

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._store import fs as _fs
-from .._store.layout import RECORD_SUFFIX, STORE, STORE_LOCKS
+from .._disk import fs as _fs
+from .._disk.layout import RECORD_SUFFIX, STORE, STORE_LOCKS
 
 if TYPE_CHECKING:
-    from .._store.identity import TreeId
-    from .._store.layout import Layout
+    from .._disk.identity import TreeId
+    from .._disk.layout import Layout
 
 
 def refuse_obstacles(layout: Layout, tid: TreeId, *, locking: bool) -> None:
     """:class:`RepoUnusable` naming the first thing in the way of installing ``tid`` and what it is; what is missing
     is fine. The store's directories for the tree's own name are checked too (its distributions' other names, once
-    they are known, before the installer runs: :func:`repoinstall._dstore.strays.clear`)."""
+    they are known, before the installer runs: :func:`repoinstall._store.strays.clear`)."""
     root = layout.writable_fd()
     stored = [(STORE, tid.env, tid.name), *([(STORE_LOCKS, tid.env, tid.name)] if locking else [])]
     for parts in (layout.tree_dir(tid), layout.record_dir(tid), *([layout.lock_dir(tid)] if locking else []), *stored):

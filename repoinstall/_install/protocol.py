@@ -11,23 +11,23 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _log, _stop
+from .._disk import manifest as _manifest
+from .._disk.check import Appeared, State, check, in_use, missing, present
+from .._disk.tree import adopt, clear_for_install
 from .._errors import ArtifactGone, InstallError
 from .._lock.key import tree_key
 from .._options import InstallOptions
-from .._store import manifest as _manifest
-from .._store.check import Appeared, State, check, in_use, missing, present
-from .._store.tree import adopt, clear_for_install
 
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-    from .._dstore.identity import DistId
+    from .._disk.closures import Closure
+    from .._disk.identity import TreeId
+    from .._disk.layout import Layout
     from .._lock.locks import TreeLocks
     from .._requirements import Requested
     from .._results import Action
-    from .._store.closures import Closure
-    from .._store.identity import TreeId
-    from .._store.layout import Layout
+    from .._store.identity import DistId
     from .backends.run import Built
     from .staging import Staging
 
@@ -135,7 +135,7 @@ def ensure_tree(
         # 8. Record, after the commit point: a crash before this write leaves an unrecorded tree, which
         #    step 3 of the next ensure re-records from its RECORD hashes, without an installer.
         _manifest.write(layout, tid, entry)
-        # Then its closure is kept, once, for whoever installs this tree again (see _store.closures).
+        # Then its closure is kept, once, for whoever installs this tree again (see _disk.closures).
         keep_closure(
             layout, tid, entry, pinned_before=expected is not None and not requested.locked and resolved is None
         )

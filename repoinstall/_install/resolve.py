@@ -4,12 +4,12 @@ its sha256, so that only the distributions the store lacks are installed (``--no
 The installer resolves, as it would for ``pip install a b c``: pip with ``install --dry-run --report`` (which
 downloads into its cache what the install then takes from there), uv with ``pip compile --format pylock.toml``
 (read here as any lock file is, for this interpreter's markers and tags, so each package is the one file it
-would install). What comes back are pins (:class:`~repoinstall._store.pin.Pin`), one artifact each, by its URL
+would install). What comes back are pins (:class:`~repoinstall._disk.pin.Pin`), one artifact each, by its URL
 (none where the installer named none) and sha256; ``None`` where the resolution failed or some artifact has no
 hash: the trees are then installed one by one, as before the store, each by its own installer run.
 
 Which of the batch's distributions each tree holds is told afterwards, from the stored distributions' own
-``Requires-Dist`` (:mod:`repoinstall._dstore.requires`): the batch's resolution is one consistent set, so each
+``Requires-Dist`` (:mod:`repoinstall._store.requires`): the batch's resolution is one consistent set, so each
 tree's part of it satisfies that tree, as ``pip install a b c`` satisfies each of a, b and c.
 """
 
@@ -20,9 +20,9 @@ import os
 from collections.abc import Sequence
 
 from .. import _log
+from .._disk.pin import Pin
 from .._errors import InstallError, RepoinstallError
 from .._options import InstallOptions
-from .._store.pin import Pin
 
 _RESOLUTION = "resolution.json"
 _INPUT = "batch.in"
@@ -64,7 +64,7 @@ def _pip_command(options: InstallOptions, source: str, scratch: str) -> list[str
 
 
 def _pip_pins(scratch: str) -> list[Pin] | None:
-    from .._store.identity import canonical_name
+    from .._disk.identity import canonical_name
     from .backends.pip import artifacts
 
     try:

@@ -17,17 +17,17 @@ import threading
 from typing import TYPE_CHECKING
 
 from .. import _log
+from .._disk import fs as _fs
+from .._disk.identity import TreeId
+from .._disk.layout import OWNER_NOTE, STAGING, TREES, Layout
+from .._disk.owner import owner_note
 from .._errors import InstallError, RepoinstallError
-from .._store import fs as _fs
-from .._store.identity import TreeId
-from .._store.layout import OWNER_NOTE, STAGING, TREES, Layout
-from .._store.owner import owner_note
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from .._disk.manifest import TreeEntry
     from .._requirements import Requested
-    from .._store.manifest import TreeEntry
     from .backends.run import Built
 
 #: The staged tree and the installer's temporary files, inside a staging dir.
@@ -113,8 +113,8 @@ class Staging:
     def verified_entry(self, requested: Requested, built: Built, expected: Sequence[str] | None = None) -> TreeEntry:
         """The manifest entry of the staged tree once it checks out: the tree's own dist-info is there and every
         file matches its RECORD hash; :class:`InstallError` otherwise (nothing is published)."""
-        from .._store.dists import check_tree, scan
-        from .._store.manifest import TreeEntry
+        from .._disk.dists import check_tree, scan
+        from .._disk.manifest import TreeEntry
 
         tid = self._tid
         tree = self.tree_fd()
@@ -137,7 +137,7 @@ class Staging:
 
     def size(self) -> int:
         """Bytes in the staged tree's regular files (for the log line that says an install ended)."""
-        from .._store import walk
+        from .._disk import walk
 
         tree = self.tree_fd()
         try:
@@ -157,7 +157,7 @@ class Staging:
         path in staging/<env>, not through our descriptor: if gc has moved this dir into trash/ (and is deleting
         it there), the path is gone and the rename fails, instead of publishing a tree being deleted.
         """
-        from .._store.publish import publish
+        from .._disk.publish import publish
 
         root = self._layout.writable_fd()
         parent = _fs.open_dir(root, self.parts)
@@ -175,7 +175,7 @@ class Staging:
             except FileNotFoundError:
                 raise self.lost_error() from None
             if published and (tree := _fs.open_dir(trees, (self._tid.leaf,))) is not None:
-                from .._dstore.compose import freeze
+                from .._store.compose import freeze
 
                 try:
                     freeze(tree)  # immutable from here: directories too

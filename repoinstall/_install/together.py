@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from .._disk import fs as _fs
+from .._disk import manifest as _manifest
+from .._disk.dists import record_hash
+from .._disk.identity import SET_PREFIX, TreeId
+from .._disk.metadata import dist_info_name
 from .._errors import InstallError, InvalidInput, RepoinstallError
 from .._requirements import Requested
-from .._store import fs as _fs
-from .._store import manifest as _manifest
-from .._store.dists import record_hash
-from .._store.identity import SET_PREFIX, TreeId
-from .._store.metadata import dist_info_name
 
 if TYPE_CHECKING:
-    from .._store.layout import Layout
+    from .._disk.layout import Layout
 
 # SET_PREFIX names set trees; the digest makes a clash with a real project's name a non-issue, and the wheel is
 # installed by path, so an index that serves such a name is never asked for it.

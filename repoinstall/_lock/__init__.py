@@ -11,5 +11,5 @@
 - :mod:`.locks`: the locks of one repo as one process takes them (``TreeLocks.hold``), and gc's take-and-run.
 
 The lock only saves duplicate work: the rename that publishes a tree is the commit point. It sits above the disk
-layer (``repoinstall._store``) and below everything that installs or operates on a repo.
+layer (``repoinstall._disk``) and below everything that installs or operates on a repo.
 """

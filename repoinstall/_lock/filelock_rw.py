@@ -23,17 +23,17 @@ import stat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _log
+from .._disk import fs as _fs
+from .._disk.layout import LOCKS
 from .._options import LockSettings
-from .._store import fs as _fs
-from .._store.layout import LOCKS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from filelock import SoftReadWriteLock
 
-    from .._store.identity import TreeId
-    from .._store.layout import Layout
+    from .._disk.identity import TreeId
+    from .._disk.layout import Layout
 
 #: Our name for a lock: ``<leaf>.lock``; filelock keeps its state in ``<leaf>.lock.rw/``.
 LOCK_SUFFIX = ".lock"

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from .._store.layout import Layout
+from .._disk.layout import Layout
 
 if TYPE_CHECKING:
-    from .._store.identity import TreeId
+    from .._disk.identity import TreeId
 
 
 class LockKey(NamedTuple):

@@ -16,9 +16,9 @@ import threading
 from typing import TYPE_CHECKING
 
 from .. import _log
+from .._disk import fs as _fs
 from .._errors import RepoinstallError, RepoUnusable
 from .._options import LockSettings
-from .._store import fs as _fs
 from .obstacles import obstacle
 from .soft import FileTreeLock
 from .taken import HELD, NOT_TAKEN, Taken, Unusable, busy, without
@@ -27,7 +27,7 @@ from .wait import SYSTEM_CLOCK, Clock
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from .._store.layout import Layout
+    from .._disk.layout import Layout
     from .key import LockKey
 
 

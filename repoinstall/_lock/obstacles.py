@@ -11,12 +11,12 @@ import os
 import stat
 from typing import TYPE_CHECKING
 
-from .._store import fs as _fs
+from .._disk import fs as _fs
 from .filelock_rw import foreign_owner, state_name
 from .taken import Unusable
 
 if TYPE_CHECKING:
-    from .._store.layout import Layout
+    from .._disk.layout import Layout
     from .key import LockKey
 
 

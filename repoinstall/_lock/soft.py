@@ -25,10 +25,10 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import _log
+from .._disk import fs as _fs
+from .._disk.layout import OWNER_SUFFIX
 from .._errors import InstallError, RepoinstallError
 from .._options import LockSettings
-from .._store import fs as _fs
-from .._store.layout import OWNER_SUFFIX
 from .filelock_rw import RwLock, Unreadable, alone, foreign_owner, lock_name, state_name
 from .obstacles import foreign_lock
 from .taken import HELD, NOT_TAKEN, Taken, Unusable, without
@@ -37,7 +37,7 @@ from .wait import _BEATS, SYSTEM_CLOCK, Clock, wait_and_take
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .._store.layout import Layout
+    from .._disk.layout import Layout
     from .key import LockKey
 
 

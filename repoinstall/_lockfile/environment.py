@@ -81,7 +81,7 @@ def describe(environment: Environment) -> str:
     """This environment in an error message: its best wheel tag, or the repo's environment tag."""
     if environment.tags is not None:
         return environment.tags[0] if environment.tags else "no wheel tags"
-    from .._store.envtag import environment_tag
+    from .._disk.envtag import environment_tag
 
     return environment_tag()
 

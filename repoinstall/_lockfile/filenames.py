@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
-from .._store.identity import canonical_name
+from .._disk.identity import canonical_name
 
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._]*[A-Za-z0-9])?$")
 _BUILD = re.compile(r"^(\d+)(.*)$")

@@ -49,7 +49,7 @@ class Lock:
         lock, order, URLs or comments; a changed hash, version or package gives another.
         """
         if not self._key:
-            from .._store.pin import Pin, closure_key
+            from .._disk.pin import Pin, closure_key
 
             key = closure_key(Pin(p.name, p.version, p.url or "", p.hashes) for p in self.packages)
             object.__setattr__(self, "_key", key)

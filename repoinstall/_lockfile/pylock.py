@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
+from .._disk.identity import canonical_name
 from .._errors import RequirementsFileError
-from .._store.identity import canonical_name
 from . import environment as env
 from . import local
 from .environment import Environment

@@ -12,8 +12,8 @@ import os
 import re
 from collections.abc import Iterable
 
+from .._disk.identity import canonical_name
 from .._errors import RequirementsFileError
-from .._store.identity import canonical_name
 from .environment import THIS, Environment
 from .local import Roots, no_roots
 from .model import PYLOCK, Lock, LockedPackage

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from .._disk.identity import legacy_lock_name
+from .._disk.pin import Pin, closure_key
 from .._errors import InvalidInput
 from .._requirements import Requested
-from .._store.identity import legacy_lock_name
-from .._store.pin import Pin, closure_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -14,8 +14,8 @@ import hashlib
 import json
 from typing import Any, NamedTuple
 
-from .._dstore.identity import DistId
 from .._errors import InstallError, InvalidRequirement
+from .._store.identity import DistId
 from .layer import MEDIA_TYPE as LAYER
 from .layer import Layer, Refused
 from .reference import DIGEST, Platform

@@ -21,8 +21,8 @@ import posixpath
 import tarfile
 from typing import IO, NamedTuple
 
+from .._disk import walk as _walk
 from .._errors import InstallError
-from .._store import walk as _walk
 
 MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 #: Every entry's mtime: a constant, so that a layer does not depend on when a repo stored its files.

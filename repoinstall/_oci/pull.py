@@ -19,12 +19,12 @@ from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _log
-from .._dstore import store as _store
-from .._dstore.audit import fit
-from .._dstore.compose import compose
+from .._disk.manifest import Artifact
 from .._errors import InstallError
 from .._install.fill.publish import publish
-from .._store.manifest import Artifact
+from .._store import store as _store
+from .._store.audit import fit
+from .._store.compose import compose
 from . import image as _image
 from .auth import lookup
 from .client import Registry
@@ -33,12 +33,12 @@ from .reference import Reference, platform_of, platform_tag, tag_for
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from .._disk.identity import TreeId
+    from .._disk.layout import Layout
     from .._install.backends.run import Built
     from .._install.staging import Staging
     from .._lock.locks import TreeLocks
     from .._requirements import Requested
-    from .._store.identity import TreeId
-    from .._store.layout import Layout
 
 #: What a tree made from an image records as its installer.
 INSTALLER = "oci-image"

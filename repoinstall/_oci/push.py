@@ -13,12 +13,12 @@ import os
 import tempfile
 from typing import Any, NamedTuple
 
-from .._dstore import store as _store
-from .._dstore.identity import DistId
+from .._disk.identity import TreeId
+from .._disk.layout import Layout
+from .._disk.manifest import TreeEntry, recorded_dists
 from .._errors import InstallError, InvalidRequirement
-from .._store.identity import TreeId
-from .._store.layout import Layout
-from .._store.manifest import TreeEntry, recorded_dists
+from .._store import store as _store
+from .._store.identity import DistId
 from . import image as _image
 from .client import Registry
 from .layer import Layer, build

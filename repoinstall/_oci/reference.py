@@ -13,8 +13,8 @@ import hashlib
 import re
 from typing import NamedTuple
 
+from .._disk.identity import TreeId, canonical_version
 from .._errors import InvalidInput
-from .._store.identity import TreeId, canonical_version
 
 #: The distribution spec's rules: a repository path component, a tag, a digest.
 _COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*$")

@@ -11,11 +11,11 @@ import stat
 import time
 from typing import NamedTuple
 
+from .._disk import fs as _fs
+from .._disk.layout import Layout
 from .._errors import RepoUnusable
 from .._lock.filelock_rw import foreign_owner, lock_trees
 from .._options import LockSettings
-from .._store import fs as _fs
-from .._store.layout import Layout
 
 
 class Finding(NamedTuple):
@@ -106,10 +106,10 @@ def _exclusive(scratch: str) -> Finding:
 
 
 def _hard_links(layout: Layout) -> Finding:
-    """One link of a file of our own in staging/, where trees are composed from the store (see ``_dstore.links``).
+    """One link of a file of our own in staging/, where trees are composed from the store (see ``_store.links``).
     Two things rest on it: trees share the store's files (else each is a copy), and the install lock commits."""
-    from .._dstore.links import foreign
-    from .._dstore.links import probe as links
+    from .._store.links import foreign
+    from .._store.links import probe as links
 
     try:
         found = links(layout)
@@ -138,8 +138,8 @@ def _hard_links(layout: Layout) -> Finding:
 
 
 def _store(layout: Layout) -> Finding:
-    """The store's figures: distributions, their bytes, and what hard links save (see ``_dstore.usage``)."""
-    from .._dstore.usage import usage
+    """The store's figures: distributions, their bytes, and what hard links save (see ``_store.usage``)."""
+    from .._store.usage import usage
 
     try:
         return Finding("store", usage(layout).summary(), True)

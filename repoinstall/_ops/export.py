@@ -15,11 +15,11 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from .._disk import manifest as _manifest
+from .._disk.identity import TreeId, canonical_name
+from .._disk.layout import Layout
+from .._disk.manifest import recorded_dists
 from .._errors import InvalidInput, NotInstalled
-from .._store import manifest as _manifest
-from .._store.identity import TreeId, canonical_name
-from .._store.layout import Layout
-from .._store.manifest import recorded_dists
 
 #: The lock format written.
 LOCK_VERSION = "1.0"

@@ -2,7 +2,7 @@
 and (on request) unused trees.
 
 Every listing and removal goes through directory descriptors opened without following symlinks (see
-:mod:`repoinstall._store.walk`), and every removal first renames its victim into ``trash/`` and deletes it there
+:mod:`repoinstall._disk.walk`), and every removal first renames its victim into ``trash/`` and deletes it there
 (:meth:`Layout.discard`). So gc never leaves the repo: a symlink where one of the repo's own directories
 belongs is reported and left alone, and one among debris is removed as a link. And it never empties anything
 published: a path a peer renames into ``trees/`` is not in ``trash/``, and deleting only ever runs in ``trash/``.
@@ -38,14 +38,12 @@ import os
 from collections.abc import Callable
 
 from .. import _log
-from .._lock.filelock_rw import activity, foreign_owner, lock_trees, state_name
-from .._options import LockSettings
-from .._store import fs as _fs
-from .._store import manifest as _manifest
-from .._store import walk as _walk
-from .._store.check import State, check, missing
-from .._store.identity import TreeId
-from .._store.layout import (
+from .._disk import fs as _fs
+from .._disk import manifest as _manifest
+from .._disk import walk as _walk
+from .._disk.check import State, check, missing
+from .._disk.identity import TreeId
+from .._disk.layout import (
     LOCKS,
     OWNER_NOTE,
     OWNER_SUFFIX,
@@ -55,6 +53,8 @@ from .._store.layout import (
     TREES,
     Layout,
 )
+from .._lock.filelock_rw import activity, foreign_owner, lock_trees, state_name
+from .._options import LockSettings
 from .gcstore import StoreCollection
 from .inuse import User, Users, scan
 from .lockinfo import inspect
@@ -138,7 +138,7 @@ class Collector(StoreCollection):
                             self._staging_dir(env_fd, env, name)
 
     def _staging_dir(self, env_fd: int, env: str, name: str) -> None:
-        from .._store.owner import owner_alive
+        from .._disk.owner import owner_alive
 
         note = _fs.read_json(env_fd, (name, OWNER_NOTE), 1 << 16)
         # The note's mtime is the owner's heartbeat (the dir's own, if it died before writing one).
@@ -264,7 +264,7 @@ class Collector(StoreCollection):
         """Anything but a directory where one of ``locks/``'s own directories belongs (``locks/<env>``,
         ``locks/<env>/<name>``): named with its kind and left alone (every install that needs it refuses it, and a
         person should look at it). The store's and its locks' are named as gc walks them (:mod:`.gcstore`)."""
-        from .._store.inway import below
+        from .._disk.inway import below
 
         for obstacle in below(self.layout, LOCKS):
             self._leave_alone(obstacle.path, obstacle.describe(), obstacle.thing)

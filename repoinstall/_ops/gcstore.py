@@ -2,7 +2,7 @@
 
 A stored distribution (``store/<env>/<name>/<version>-<sha16>/``) is HELD, and kept, while any of these is true:
 
-* a tree's record names it (:mod:`repoinstall._dstore.held`: its ``dists`` row's name, version and sha256);
+* a tree's record names it (:mod:`repoinstall._store.held`: its ``dists`` row's name, version and sha256);
 * one of its files has more than one link: a tree is made of links of the store's files, so a tree holds them
   whether or not it has a record (one published a moment ago, one whose record was lost, one being composed in
   its staging dir, one in trash/ not yet deleted);
@@ -13,7 +13,7 @@ A stored distribution (``store/<env>/<name>/<version>-<sha16>/``) is HELD, and k
 
 What is not held is renamed into trash/ and deleted there (:meth:`Layout.discard`), every directory opened without
 following a symlink: a symlink in store/ is reported and left alone, never followed. A stray at a stored
-distribution's path (a file, a FIFO: :mod:`repoinstall._dstore.strays`) is set aside the same way. Empty
+distribution's path (a file, a FIFO: :mod:`repoinstall._store.strays`) is set aside the same way. Empty
 ``store/<env>/<name>/`` directories go by rmdir: a publisher that renames into one as it goes makes it again (see
 :meth:`StoreCollection._empty_name`).
 """
@@ -25,15 +25,15 @@ import time
 from collections.abc import Callable
 
 from .. import _log
-from .._dstore import digests
-from .._dstore.held import Held, held
-from .._dstore.identity import split_leaf, stored_lock_key
-from .._dstore.inventory import Stored
+from .._disk import walk as _walk
+from .._disk.layout import OWNER_SUFFIX, STORE, STORE_LOCKS
+from .._disk.things import Thing, thing_at
 from .._lock.filelock_rw import LOCK_SUFFIX, STATE_SUFFIX
 from .._lock.key import LockKey
-from .._store import walk as _walk
-from .._store.layout import OWNER_SUFFIX, STORE, STORE_LOCKS
-from .._store.things import Thing, thing_at
+from .._store import digests
+from .._store.held import Held, held
+from .._store.identity import split_leaf, stored_lock_key
+from .._store.inventory import Stored
 from .sweep import Removal, Sweep, kind_at
 
 
@@ -80,7 +80,7 @@ class StoreCollection(Sweep):
 
         Invariant: rmdir, which removes only an empty directory and never follows a link, so a distribution a peer
         renamed in first keeps it; and a peer that made or opened it before it went, and renames into it after,
-        finds it gone, makes it again and renames again (:func:`repoinstall._dstore.store.publish`). No lock: a
+        finds it gone, makes it again and renames again (:func:`repoinstall._store.store.publish`). No lock: a
         publisher takes none to rename into it."""
         path = self.layout.path(*parts)
         if self.dry_run:
@@ -92,7 +92,7 @@ class StoreCollection(Sweep):
 
     def _stray(self, parts: tuple[str, ...], leaf: str) -> None:
         """Something not a directory in ``store/<env>/<name>/``. At a stored distribution's path it is a stray, ours
-        to set aside (:mod:`repoinstall._dstore.strays`), once older than ``--older-than``; a symlink there, or
+        to set aside (:mod:`repoinstall._store.strays`), once older than ``--older-than``; a symlink there, or
         anything under another name, is named with its kind and left alone."""
         with self._dir(parts) as directory:
             thing = None if directory is None else thing_at(directory, leaf)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 from .. import _log
-from .._store import fs as _fs
-from .._store import manifest as _manifest
-from .._store.check import unreadable
-from .._store.layout import RECORDS, Layout
+from .._disk import fs as _fs
+from .._disk import manifest as _manifest
+from .._disk.check import unreadable
+from .._disk.layout import RECORDS, Layout
 
 
 def installed(layout: Layout) -> list[tuple[_manifest.TreeEntry, str]]:

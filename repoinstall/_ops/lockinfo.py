@@ -14,12 +14,12 @@ from typing import NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
+from .._disk import fs as _fs
+from .._disk.identity import TreeId
+from .._disk.layout import OWNER_SUFFIX, Layout
+from .._disk.manifest import as_recorded
 from .._errors import InvalidRequirement
 from .._lock.filelock_rw import foreign_owner, lock_trees, members, record_of, state_name
-from .._store import fs as _fs
-from .._store.identity import TreeId
-from .._store.layout import OWNER_SUFFIX, Layout
-from .._store.manifest import as_recorded
 
 
 class LockInfo(NamedTuple):

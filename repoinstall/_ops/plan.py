@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from .._errors import NotInstalled
 
 if TYPE_CHECKING:
+    from .._disk.layout import Layout
+    from .._disk.pin import Pin
     from .._options import InstallOptions
     from .._requirements import Requested
-    from .._store.layout import Layout
-    from .._store.pin import Pin
 
 PlanAction = Literal["present", "install", "skipped", "unresolved"]
 
@@ -83,8 +83,8 @@ def _resolved(options: InstallOptions, requested: Requested) -> list[Pin] | None
 
 
 def _dist(layout: Layout, env: str, pin: Pin) -> PlannedDist:
-    from .._dstore import store as _store
-    from .._dstore.identity import DistId
+    from .._store import store as _store
+    from .._store.identity import DistId
 
     if pin.sha256 is None:  # ``name==version --hash ... --hash ...``: one of several files
         return PlannedDist(pin.name, pin.version, None, "", False, True)

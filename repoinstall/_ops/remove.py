@@ -19,12 +19,12 @@ from collections.abc import Iterable
 from typing import Literal, NamedTuple
 
 from .. import _log
+from .._disk.check import State, check
+from .._disk.identity import TreeId
+from .._disk.layout import RECORDS, TREES, Layout
+from .._disk.manifest import as_recorded
 from .._options import LockSettings
 from .._requirements import Requested
-from .._store.check import State, check
-from .._store.identity import TreeId
-from .._store.layout import RECORDS, TREES, Layout
-from .._store.manifest import as_recorded
 from .gc import NOT_ALL_DELETED, Collector
 
 #: removed; would-remove (``--dry-run``); kept (could not be removed: ``reason`` says why); skipped (the spec
@@ -61,7 +61,7 @@ def remove_trees(
     forget: bool = False,
 ) -> list[Removed]:
     """Remove every tree ``specs`` name (see the module), each at most once, in the order named. ``forget``: drop
-    each removed tree's kept closure too, so its next install resolves afresh (see ``_store.closures``)."""
+    each removed tree's kept closure too, so its next install resolves afresh (see ``_disk.closures``)."""
     collector = Collector(layout, env, settings, older_than=0.0, unused_for=None, dry_run=dry_run)
     collector.prepare("no tree can be removed")
     # Markers first: one that cannot be evaluated is bad input (exit 2) before anything is removed.
@@ -80,7 +80,7 @@ def remove_trees(
             reason = "not installed"
             if forget and (version := requested.pinned_version()) is not None and not dry_run:
                 # Its kept closure may be what fails its install (an artifact gone): let it resolve afresh.
-                from .._store import closures
+                from .._disk import closures
 
                 layout.retrying(closures.forget, layout, TreeId(env, requested.name, version, requested.extras))
                 reason = "not installed; its kept closure, if any, dropped"
@@ -90,7 +90,7 @@ def remove_trees(
                 seen.add((tid.env, tid.name, tid.leaf))
                 outcome = layout.retrying(_remove_one, collector, requested, tid)
                 if forget and outcome.action == "removed":
-                    from .._store import closures
+                    from .._disk import closures
 
                     layout.retrying(closures.forget, layout, tid)
                 outcomes.append(outcome)

@@ -8,30 +8,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._dstore import strays
-from .._dstore.audit import set_aside as set_aside_stored
+from .._disk.check import check, missing
+from .._disk.things import Thing
+from .._disk.tree import drop, hold, put_back, record_existing
 from .._errors import InstallError, RepoUnusable
 from .._lock.key import tree_key
-from .._store.check import check, missing
-from .._store.things import Thing
-from .._store.tree import drop, hold, put_back, record_existing
+from .._store import strays
+from .._store.audit import set_aside as set_aside_stored
 from .verify import CHANGED, MISSING, UNREADABLE, UNRECORDED, verify
 
 if TYPE_CHECKING:
+    from .._disk.identity import TreeId
+    from .._disk.layout import Layout
     from .._lock.locks import TreeLocks
     from .._options import InstallOptions
-    from .._store.identity import TreeId
-    from .._store.layout import Layout
     from .storeverify import DistReport
 
 
 def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None, tid: TreeId, env: str) -> str:
     """Re-record a whole tree or reinstall a broken one: "ok", "re-recorded" or "reinstalled"."""
+    from .._disk.identity import TreeKind
     from .._install import locked
     from .._install.protocol import ensure_tree
     from .._install.together import recorded
     from .._requirements import parse_spec
-    from .._store.identity import TreeKind
 
     if tid.env != env:
         raise InstallError(f"{tid} ({tid.env}): built for another environment; repair it there")
@@ -78,7 +78,7 @@ def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None
 
 def _source(layout: Layout, tid: TreeId) -> str:
     """Where a lock's tree came from, as its record says (``repair`` if the record is gone)."""
-    from .._store.manifest import read
+    from .._disk.manifest import read
 
     record = read(layout, tid)
     return record.requirement if record is not None else "repair"

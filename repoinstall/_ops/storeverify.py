@@ -1,20 +1,20 @@
 """Deep verification of the store: every stored distribution's files against its RECORD, each named with the
 trees whose records name it (a file changed in place in the store is changed in each of them too: one inode), and
-anything else at a stored distribution's path (a file, a FIFO, a symlink: :mod:`repoinstall._dstore.strays`).
+anything else at a stored distribution's path (a file, a FIFO, a symlink: :mod:`repoinstall._store.strays`).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .._dstore import audit as _audit
-from .._dstore import digests, strays
-from .._dstore.inventory import Stored, every, holders
-from .._store import fs as _fs
-from .._store.dists import RecordProblems
-from .._store.identity import TreeId
-from .._store.layout import Layout
-from .._store.things import Thing
+from .._disk import fs as _fs
+from .._disk.dists import RecordProblems
+from .._disk.identity import TreeId
+from .._disk.layout import Layout
+from .._disk.things import Thing
+from .._store import audit as _audit
+from .._store import digests, strays
+from .._store.inventory import Stored, every, holders
 from .verify import BROKEN, CHANGED, MISSING, OK, UNREADABLE
 
 

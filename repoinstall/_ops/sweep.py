@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
+from .._disk import fs as _fs
+from .._disk import walk as _walk
+from .._disk.layout import TRASH, Layout, read_only_filesystem
+from .._disk.things import Thing, thing_at
 from .._errors import RepoUnusable
 from .._lock.filelock_rw import last_sign_of_life, members
 from .._options import LockSettings
-from .._store import fs as _fs
-from .._store import walk as _walk
-from .._store.layout import TRASH, Layout, read_only_filesystem
-from .._store.things import Thing, thing_at
 
 
 class Removal(NamedTuple):

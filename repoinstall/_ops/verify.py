@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from .._store import fs as _fs
-from .._store.check import State, check, unreadable
-from .._store.dists import Hashed, RecordProblems, check_tree, scan
-from .._store.identity import TreeId
-from .._store.layout import Layout
-from .._store.manifest import recorded_dists
+from .._disk import fs as _fs
+from .._disk.check import State, check, unreadable
+from .._disk.dists import Hashed, RecordProblems, check_tree, scan
+from .._disk.identity import TreeId
+from .._disk.layout import Layout
+from .._disk.manifest import recorded_dists
 
 #: Report statuses, worst last. UNREADABLE: this process may not read the tree or its record (another UID's).
 OK, UNRECORDED, CHANGED, BROKEN, MISSING = "ok", "unrecorded", "changed", "broken", "missing"
@@ -95,7 +95,7 @@ def _verify(layout: Layout, tid: TreeId, hashed: Hashed | None) -> TreeReport:
 
 def every_tree(layout: Layout) -> list[TreeId]:
     """Every tree the repo has a record or a directory of, all environments, as its record spells it."""
-    from .._store.layout import RECORDS, TREES
+    from .._disk.layout import RECORDS, TREES
 
     try:
         seen = set(layout.discover(RECORDS)) | set(layout.discover(TREES))
@@ -105,7 +105,7 @@ def every_tree(layout: Layout) -> list[TreeId]:
 
 
 def _spelled(layout: Layout, tid: TreeId) -> TreeId:
-    from .._store.manifest import as_recorded
+    from .._disk.manifest import as_recorded
 
     try:
         return as_recorded(layout, tid)

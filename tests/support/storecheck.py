@@ -8,7 +8,7 @@ import re
 import stat
 from pathlib import Path
 
-from repoinstall._store.dists import check_tree, scan
+from repoinstall._disk.dists import check_tree, scan
 
 _LEAF = re.compile(r"^[^/]+-[0-9a-f]{16}$")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from repoinstall._store.layout import Layout
+from repoinstall._disk.layout import Layout
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ from repoinstall import Repo
 
 
 def test_every_result_type_is_exported() -> None:
-    from repoinstall._dstore.usage import StoreUsage
+    from repoinstall._disk.manifest import TreeEntry
     from repoinstall._ops.doctor import Finding
     from repoinstall._ops.gc import Removal
     from repoinstall._ops.lockinfo import LockInfo
     from repoinstall._ops.remove import Removed
     from repoinstall._ops.verify import TreeReport
-    from repoinstall._store.manifest import TreeEntry
+    from repoinstall._store.usage import StoreUsage
 
     exported = {name: getattr(repoinstall, name) for name in repoinstall.__all__}
     assert exported["TreeReport"] is TreeReport and exported["LockInfo"] is LockInfo

@@ -12,8 +12,8 @@ import pytest
 from helpers import pip_target
 from wheels import make_wheel
 
-from repoinstall._dstore.bytecode import hash_based
-from repoinstall._store.dists import check_tree, scan
+from repoinstall._disk.dists import check_tree, scan
+from repoinstall._store.bytecode import hash_based
 
 
 @pytest.fixture(scope="module")

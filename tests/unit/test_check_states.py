@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from repoinstall._store import manifest
-from repoinstall._store.check import State, check, in_use, present
-from repoinstall._store.identity import TreeId
-from repoinstall._store.layout import Layout
-from repoinstall._store.manifest import TreeEntry
+from repoinstall._disk import manifest
+from repoinstall._disk.check import State, check, in_use, present
+from repoinstall._disk.identity import TreeId
+from repoinstall._disk.layout import Layout
+from repoinstall._disk.manifest import TreeEntry
 
 TID = TreeId("cp311-test", "demo-pkg", Version("1.0"))
 DIST_INFO = "demo_pkg-1.0.dist-info"

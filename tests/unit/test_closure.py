@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from repoinstall._disk import manifest
+from repoinstall._disk.dists import Dist
+from repoinstall._disk.identity import TreeId
 from repoinstall._install.backends import pip as pip_backend
 from repoinstall._install.backends import uv as uv_backend
 from repoinstall._options import InstallOptions
 from repoinstall._requirements import parse_spec
-from repoinstall._store import manifest
-from repoinstall._store.dists import Dist
-from repoinstall._store.identity import TreeId
 from repoinstall._urls import without_credentials
 
 

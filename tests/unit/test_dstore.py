@@ -12,10 +12,10 @@ import pytest
 from helpers import pip_target
 from wheels import make_wheel
 
-from repoinstall._dstore.compose import compose, read_only
-from repoinstall._dstore.identity import DistId
-from repoinstall._dstore.split import split
 from repoinstall._errors import InstallError, InvalidRequirement
+from repoinstall._store.compose import compose, read_only
+from repoinstall._store.identity import DistId
+from repoinstall._store.split import split
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_a_stored_distribution_is_named_by_its_artifact() -> None:
 def test_a_trees_part_of_a_resolution_follows_requirements_markers_and_extras() -> None:
     from packaging.requirements import Requirement
 
-    from repoinstall._dstore.requires import closure
+    from repoinstall._store.requires import closure
 
     needs = {
         "app": [Requirement("lib-a>=1"), Requirement("lib-win; sys_platform == 'win32'"), Requirement("web[fast]")],

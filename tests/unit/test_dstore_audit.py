@@ -12,13 +12,13 @@ import pytest
 from test_dstore import pip_target
 from wheels import make_wheel
 
-from repoinstall._dstore import audit
-from repoinstall._dstore.compose import compose
-from repoinstall._dstore.identity import DistId
-from repoinstall._dstore.inventory import Stored, every
-from repoinstall._dstore.split import split
-from repoinstall._store.dists import Hashed, check_tree, scan
-from repoinstall._store.layout import Layout
+from repoinstall._disk.dists import Hashed, check_tree, scan
+from repoinstall._disk.layout import Layout
+from repoinstall._store import audit
+from repoinstall._store.compose import compose
+from repoinstall._store.identity import DistId
+from repoinstall._store.inventory import Stored, every
+from repoinstall._store.split import split
 
 ENV = "cp311-cp311-x"
 

@@ -13,13 +13,13 @@ import pytest
 from packaging.version import Version
 
 from repoinstall import RepoUnusable
+from repoinstall._disk import fs, manifest
+from repoinstall._disk.identity import TreeId
+from repoinstall._disk.layout import Layout
 from repoinstall._index.cache import CACHE_DIR, IndexCache
 from repoinstall._index.simple import Link
 from repoinstall._index.sources import _entry, _from_entry, _well_formed
 from repoinstall._options import LockSettings
-from repoinstall._store import fs, manifest
-from repoinstall._store.identity import TreeId
-from repoinstall._store.layout import Layout
 
 TID = TreeId("cp311-test", "demo-pkg", Version("1.0"))
 

@@ -57,7 +57,7 @@ FILELOCK_MODULE = "_lock/filelock_rw.py"
 def test_only_the_lock_format_module_knows_filelocks_layout() -> None:
     # The repo's format file states the lock protocol its writers speak: the one other place that names it.
     assert _spelled_outside(FILELOCK_MODULE, {".lock.rw", "holders", "/gen"}) == {}
-    assert _spelled_outside(FILELOCK_MODULE, {"filelock-rw"}) == {"_store/repoformat.py": {"filelock-rw/1"}}
+    assert _spelled_outside(FILELOCK_MODULE, {"filelock-rw"}) == {"_disk/repoformat.py": {"filelock-rw/1"}}
     assert _spelled_outside(FILELOCK_MODULE, {"gen", ".rw"}, whole=True) == {}
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from repoinstall._disk.identity import TreeId
 from repoinstall._install.fill.batch import _held_back
 from repoinstall._requirements import parse_spec
-from repoinstall._store.identity import TreeId
 
 ENV = "cp311-cp311-linux_x86_64"
 

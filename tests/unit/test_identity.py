@@ -9,8 +9,8 @@ from packaging.tags import sys_tags
 from packaging.utils import canonicalize_name, canonicalize_version
 from packaging.version import Version
 
-from repoinstall._store import envtag as _envtag
-from repoinstall._store.identity import TreeId, TreeKind, canonical_name, canonical_version, kind_of
+from repoinstall._disk import envtag as _envtag
+from repoinstall._disk.identity import TreeId, TreeKind, canonical_name, canonical_version, kind_of
 
 NAMES = ["Adaptor_A", "a.b-c", "A__B..c--d", "x", "Zope.Interface", "foo_-_bar", "UPPER", "a1.2_3"]
 VERSIONS = [

@@ -112,9 +112,9 @@ LAYERS = [
         *("_version", "_redact", "_errors", "_results", "_options", "_log", "_urls", "_textfile", "_pipconfig"),
         *("_stop", "_batch", "_formats"),
     },
-    {"_store"},  # the repo on disk: layout, fs, identity, manifest, the check
+    {"_disk"},  # the repo on disk: layout, fs, identity, manifest, the check
     {"_lock"},  # the lock on the shared volume: what it guards, how to wait, filelock's lock and its state
-    {"_dstore"},  # the store of distributions, trees composed from it
+    {"_store"},  # the store of distributions, trees composed from it
     {"_requirements"},  # specs, bounded by the store's tree names
     {"_lockfile"},  # what a lock file installs here (a pure reader)
     {"_index", "_install"},  # asking an index; making a tree exist (neither imports the other)
@@ -132,7 +132,7 @@ LAYERS = [
 
 
 def _unit(module: str) -> str:
-    """The layer unit of a module: its subpackage (``_store``), or the top-level module itself."""
+    """The layer unit of a module: its subpackage (``_disk``), or the top-level module itself."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 
@@ -155,7 +155,7 @@ def test_no_module_imports_from_a_higher_layer_or_a_sibling_package() -> None:
 
 
 def test_the_layer_check_sees_an_upward_import() -> None:
-    assert _rank(_unit("repoinstall._store.check")) < _rank(_unit("repoinstall._repo"))
+    assert _rank(_unit("repoinstall._disk.check")) < _rank(_unit("repoinstall._repo"))
     assert _unit("repoinstall._install.backends.pip") == "_install"
 
 

@@ -12,14 +12,14 @@ import pytest
 from filelock import SoftReadWriteLock
 from packaging.version import Version
 
+from repoinstall._disk.identity import TreeId
+from repoinstall._disk.layout import Layout
 from repoinstall._lock.filelock_rw import GENERATIONS, HOLDERS, holder_lease, lock_name, state_name
 from repoinstall._lock.key import tree_key
 from repoinstall._lock.locks import TreeLocks
 from repoinstall._ops.gc import Collector
 from repoinstall._ops.lockinfo import inspect
 from repoinstall._options import LockSettings
-from repoinstall._store.identity import TreeId
-from repoinstall._store.layout import Layout
 
 TID = TreeId("cp311-test", "demo-pkg", Version("1.0"))
 TIGHT = LockSettings(stale_after=2.0, heartbeat=0.5, wait_timeout=30.0)

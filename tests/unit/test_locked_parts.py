@@ -8,12 +8,12 @@ import zipfile
 
 from packaging.version import Version
 
+from repoinstall._disk.identity import TreeId
+from repoinstall._disk.pin import Pin
 from repoinstall._install.backends.run import hash_mismatch, unavailable
 from repoinstall._install.locked import _metapackage, artifacts_of
 from repoinstall._lockfile.model import PYLOCK, Lock, LockedPackage
 from repoinstall._lockfile.request import request
-from repoinstall._store.identity import TreeId
-from repoinstall._store.pin import Pin
 
 SHA = "a" * 64
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from locks import uv_like_pylock
 
+from repoinstall._disk.envtag import environment_tag
 from repoinstall._errors import InvalidInput, RequirementsFileError
 from repoinstall._lockfile.environment import Environment, tag_ranks
 from repoinstall._lockfile.filenames import sdist_name, wheel_name
@@ -20,7 +21,6 @@ from repoinstall._lockfile.hashed import hash_mode, is_hashed_requirements, lock
 from repoinstall._lockfile.model import Lock, LockedPackage
 from repoinstall._lockfile.read import forget, is_lock_file, read_lock
 from repoinstall._requirements import parse_spec, read_requirements_file
-from repoinstall._store.envtag import environment_tag
 
 A = "a" * 64
 B = "b" * 64

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
+from repoinstall._disk.identity import TreeId
 from repoinstall._oci.reference import TAG, platform_prefix, platform_tag, tag_for
-from repoinstall._store.identity import TreeId
 
 ENVS = ["cp311-cp311-manylinux_2_36_x86_64", "cp311-cp311-manylinux_2_36_aarch64", "cp313-cp313t-win_amd64",
         "py3-none-" + "very_long_platform_" * 4]  # fmt: skip

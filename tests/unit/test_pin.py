@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from repoinstall._store.identity import TreeKind, kind_of, legacy_lock_name, lock_name
-from repoinstall._store.pin import Pin, closure_key, pins_of
+from repoinstall._disk.identity import TreeKind, kind_of, legacy_lock_name, lock_name
+from repoinstall._disk.pin import Pin, closure_key, pins_of
 
 SHA = "a" * 64
 

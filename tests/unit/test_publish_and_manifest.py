@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from repoinstall._store import publish as _publish
-from repoinstall._store.dists import Dist
-from repoinstall._store.identity import TreeId
-from repoinstall._store.manifest import FORMAT, TreeEntry, parse, recorded_dists
+from repoinstall._disk import publish as _publish
+from repoinstall._disk.dists import Dist
+from repoinstall._disk.identity import TreeId
+from repoinstall._disk.manifest import FORMAT, TreeEntry, parse, recorded_dists
 
 TID = TreeId("cp311-test", "adaptor-a", Version("1.0"), ("fast",))
 

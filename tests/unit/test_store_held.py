@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from repoinstall._dstore.held import held
-from repoinstall._dstore.identity import DistId, split_leaf, stored_lock_key
-from repoinstall._store import manifest as _manifest
-from repoinstall._store.identity import TreeId
-from repoinstall._store.layout import Layout
+from repoinstall._disk import manifest as _manifest
+from repoinstall._disk.identity import TreeId
+from repoinstall._disk.layout import Layout
+from repoinstall._store.held import held
+from repoinstall._store.identity import DistId, split_leaf, stored_lock_key
 
 ENV = "cp311-cp311-manylinux_2_36_x86_64"
 SHA = "06b727032f26e77c0a8f22bfb3e10841fff499f1c7fc06f4ad6b133212778d79"

@@ -10,10 +10,10 @@ import pytest
 from packaging.version import Version
 
 from repoinstall import InvalidInput
+from repoinstall._disk.dists import record_hash
+from repoinstall._disk.identity import TreeId, TreeKind, kind_of
 from repoinstall._install.together import combined, wheel
 from repoinstall._requirements import Requested, parse_spec
-from repoinstall._store.dists import record_hash
-from repoinstall._store.identity import TreeId, TreeKind, kind_of
 
 ENV = "cp311-cp311-linux_x86_64"
 

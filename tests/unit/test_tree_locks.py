@@ -13,13 +13,13 @@ from filelock import SoftReadWriteLock
 from helpers import wait_until
 from packaging.version import Version
 
+from repoinstall._disk.identity import TreeId
+from repoinstall._disk.layout import OWNER_SUFFIX, Layout
 from repoinstall._lock.filelock_rw import HOLDERS, lock_name, state_name
 from repoinstall._lock.key import tree_key
 from repoinstall._lock.locks import TreeLocks, take_and_run
 from repoinstall._lock.taken import HELD, NOT_TAKEN, PEER_FINISHED, Taken
 from repoinstall._options import LockSettings
-from repoinstall._store.identity import TreeId
-from repoinstall._store.layout import OWNER_SUFFIX, Layout
 
 TID = TreeId("cp311-test", "demo-pkg", Version("1.0"))
 FAST = LockSettings(stale_after=4.0, heartbeat=1.0, wait_timeout=30.0)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from repoinstall._store import manifest
-from repoinstall._store.identity import TreeId, environment_tag
-from repoinstall._store.layout import Layout
+from repoinstall._disk import manifest
+from repoinstall._disk.identity import TreeId, environment_tag
+from repoinstall._disk.layout import Layout
 
 #: Every module of ours the warm CLI may import: the command line, the facade, what an ensure decides (the check of
 #: what is present among it) and the lock-free check.
@@ -31,16 +31,16 @@ WARM = {
     "repoinstall._repo",
     "repoinstall._requirements",
     "repoinstall._results",
-    "repoinstall._store",
-    "repoinstall._store.check",
-    "repoinstall._store.envtag",
-    "repoinstall._store.fs",
-    "repoinstall._store.identity",
-    "repoinstall._store.layout",
-    "repoinstall._store.manifest",
-    "repoinstall._store.metadata",
+    "repoinstall._disk",
+    "repoinstall._disk.check",
+    "repoinstall._disk.envtag",
+    "repoinstall._disk.fs",
+    "repoinstall._disk.identity",
+    "repoinstall._disk.layout",
+    "repoinstall._disk.manifest",
+    "repoinstall._disk.metadata",
     "repoinstall._lock.filelock_rw",
-    "repoinstall._store.repoformat",
+    "repoinstall._disk.repoformat",
     "repoinstall._version",
 }
 #: Besides typer's own imports (and click's, which it loads as it parses): records are JSON, versions PEP 440,

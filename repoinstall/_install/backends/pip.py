@@ -6,9 +6,9 @@ import functools
 import os
 import subprocess
 
+from ..._disk.manifest import Artifact
 from ..._options import InstallOptions
 from ..._requirements import Requested, hashed_requirements
-from ..._store.manifest import Artifact
 
 #: pip settings that would send files somewhere other than --target; everything else in PIP_* and pip.conf
 #: (indexes, certificates, proxies, find-links) stays in force, since that is how users reach private indexes.
@@ -129,7 +129,7 @@ class _Pip:
             "--disable-pip-version-check",
             "--no-warn-script-location",
             # No bytecode from pip (one core, timestamp pycs): repoinstall compiles it once, on every core, after
-            # this run (repoinstall._dstore.bytecode). Beats pip.conf's compile setting.
+            # this run (repoinstall._store.bytecode). Beats pip.conf's compile setting.
             "--no-compile",
             *options_args(options),
         ]

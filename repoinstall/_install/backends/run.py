@@ -3,7 +3,7 @@
 Both backends install the same thing the same way: ``<name>==<version>`` and its dependencies into an empty
 ``--target`` dir for the target interpreter, from the indexes, find-links and constraints pip's configuration
 and the options name, with hashes required when the spec has them, and a tree whose every file is listed in some
-RECORD; its bytecode is compiled here after the installer's run (:mod:`repoinstall._dstore.bytecode`). What they
+RECORD; its bytecode is compiled here after the installer's run (:mod:`repoinstall._store.bytecode`). What they
 differ in stays inside their module.
 """
 
@@ -16,10 +16,10 @@ import time
 from typing import NamedTuple, Protocol
 
 from ... import _stop
+from ..._disk.manifest import Artifact
 from ..._errors import ArtifactGone, InstallError, Interrupted
 from ..._options import InstallOptions
 from ..._requirements import Requested
-from ..._store.manifest import Artifact
 
 _TAIL_LINES = 12
 #: In the scratch dir: a pinned install's requirements file, one line per pin.
@@ -116,13 +116,13 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
     )
     chosen.settle(target)
     # Bytecode, once, on every core: valid wherever its files land (a layer, a mount), the same from any repo.
-    from ..._dstore.bytecode import hash_based
+    from ..._store.bytecode import hash_based
 
     hash_based(target, options.python)
     artifacts = chosen.closure(target, requested, scratch)
     if requested.locked:
         # What a pinned install was told to take, for what the installer did not report itself.
-        from ..._store.identity import canonical_name
+        from ..._disk.identity import canonical_name
         from ..locked import artifacts_of
 
         reported = {canonical_name(a.name) for a in artifacts}

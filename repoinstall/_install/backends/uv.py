@@ -13,7 +13,7 @@ indexes or destinations:
 * hashes go in the same requirements file with ``--require-hashes``;
 * files are copied from uv's cache (``--link-mode copy``): a tree never shares an inode with a cache that may
   be pruned or live on another filesystem;
-* no bytecode (repoinstall compiles it after the run, see :mod:`repoinstall._dstore.bytecode`); a pyc uv wrote
+* no bytecode (repoinstall compiles it after the run, see :mod:`repoinstall._store.bytecode`); a pyc uv wrote
   anyway is listed in RECORD by :meth:`_Uv.settle`, as pip lists its own.
 
 uv has no installation report, so the closure is locked first: ``uv pip compile --format pylock.toml`` (same
@@ -36,10 +36,10 @@ import subprocess
 import threading
 from typing import Any
 
+from ..._disk.manifest import Artifact
 from ..._errors import InstallError
 from ..._options import InstallOptions
 from ..._requirements import Requested, hashed_requirements
-from ..._store.manifest import Artifact
 
 #: uv settings that would change where files go or which indexes are asked: pip's configuration decides.
 _OVERRIDDEN = frozenset(
@@ -273,9 +273,9 @@ class _Uv:
         """Make uv's tree look like pip's: no uv lock file, and compiled bytecode listed in its dist's RECORD.
 
         Walked by descriptor like every other tree walk (no symlink followed, no recursion)."""
-        from ..._store import fs as _fs
-        from ..._store import walk as _walk
-        from ..._store.dists import RECORD_LIMIT, opened, record_rows, scan, tree_relative
+        from ..._disk import fs as _fs
+        from ..._disk import walk as _walk
+        from ..._disk.dists import RECORD_LIMIT, opened, record_rows, scan, tree_relative
 
         with opened(target) as tree:
             owner: dict[str, str] = {}  # recorded source file -> the dist-info whose RECORD lists it
@@ -405,8 +405,8 @@ def _installed_tags(target: str) -> dict[str, frozenset[str]]:
     """Each distribution of the tree (canonical name) and the tags its ``WHEEL`` file names."""
     from packaging.utils import canonicalize_name
 
-    from ..._store import fs as _fs
-    from ..._store.dists import opened, scan
+    from ..._disk import fs as _fs
+    from ..._disk.dists import opened, scan
 
     found: dict[str, frozenset[str]] = {}
     with opened(target) as tree:

@@ -3,12 +3,12 @@ store lacks, so that each tree of the batch is then only composed.
 
 ``ensure a b c`` (and ``-r``, several lock files, the API's ``ensure_all``: two trees or more; one tree does this
 inside its own protocol) first learns every missing tree's closure: a lock's pins, a tree's kept closure
-(:mod:`repoinstall._store.closures`), or, for the rest, one resolution of all their pins together
+(:mod:`repoinstall._disk.closures`), or, for the rest, one resolution of all their pins together
 (:mod:`repoinstall._install.resolve`; into a cold store, resolved and installed in one installer run:
 :func:`_whole`). Every distribution those name that the store lacks is then installed at once (:mod:`.store`:
 each under its own lock, so one another pod is installing is waited for, never installed twice). What each
 resolved tree holds is read off the stored distributions' own ``Requires-Dist``
-(:mod:`repoinstall._dstore.requires`), and handed to the tree's protocol, which composes it from the store,
+(:mod:`repoinstall._store.requires`), and handed to the tree's protocol, which composes it from the store,
 verifies, publishes and records it as it does any tree.
 
 Everything here is an optimisation over installing each tree on its own, and nothing depends on it for
@@ -28,21 +28,21 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ... import _log, _stop
-from ..._dstore import store as _store
-from ..._dstore.identity import DistId
-from ..._dstore.requires import closure, requirements
+from ..._disk import closures as _closures
+from ..._disk.closures import Closure
+from ..._disk.identity import TreeId
+from ..._disk.pin import Pin
 from ..._errors import InstallError, RepoinstallError, RepoUnusable
 from ..._options import InstallOptions
 from ..._requirements import Requested
-from ..._store import closures as _closures
-from ..._store.closures import Closure
-from ..._store.identity import TreeId
-from ..._store.pin import Pin
+from ..._store import store as _store
+from ..._store.identity import DistId
+from ..._store.requires import closure, requirements
 from .plan import distinct, plannable
 
 if TYPE_CHECKING:
+    from ..._disk.layout import Layout
     from ..._lock.locks import TreeLocks
-    from ..._store.layout import Layout
     from ..staging import Staging
 
 #: What :func:`_whole` says when the store stopped being cold while it waited: resolve first instead.
@@ -148,8 +148,8 @@ def _whole(
     one lock for this set of trees: a fleet of pods starting together with the same specs makes one run, the
     others wait for its closures; with the distributions it stored, and every one it stored or hashed whole. ``None``
     where the store cannot take them (an artifact without a hash)."""
+    from ..._disk.layout import STORE_LOCKS
     from ..._lock.key import LockKey
-    from ..._store.layout import STORE_LOCKS
     from ..backends.run import install
     from ..together import wheel
     from .publish import identify, into_store

@@ -4,7 +4,7 @@ gc removes a stored distribution that no tree holds (no record names it, no file
 is old enough, under its lock taken without waiting (:mod:`repoinstall._ops.gcstore`). An ensure composes a tree
 from stored distributions lock-free: looking one up, then linking its files, is not atomic against that, so gc
 can take a distribution between the two (one whose last tree was just removed, say), and the compose then finds
-it gone (:class:`~repoinstall._dstore.compose.Taken`). Taking every distribution's lock for every compose would
+it gone (:class:`~repoinstall._store.compose.Taken`). Taking every distribution's lock for every compose would
 cost the warm path a lock per distribution; gc taking one from under a compose is rare. So:
 
 Invariant: **a compose that finds a stored distribution taken composes again, holding the lock of every
@@ -24,14 +24,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ... import _log
-from ..._dstore import store as _store
-from ..._dstore.compose import Composed, Taken, compose
-from ..._dstore.identity import DistId
 from ..._errors import InstallError
+from ..._store import store as _store
+from ..._store.compose import Composed, Taken, compose
+from ..._store.identity import DistId
 
 if TYPE_CHECKING:
+    from ..._disk.layout import Layout
     from ..._lock.locks import TreeLocks
-    from ..._store.layout import Layout
 
 #: Composes of one tree, the first lock-free and the others holding every distribution's lock.
 _ATTEMPTS = 3

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from ..._dstore.identity import DistId
+from ..._disk.pin import Pin
 from ..._errors import InvalidRequirement
-from ..._store.pin import Pin
+from ..._store.identity import DistId
 
 T = TypeVar("T")
 

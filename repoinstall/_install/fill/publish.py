@@ -14,23 +14,23 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ... import _log
-from ..._dstore import digests
-from ..._dstore import store as _store
-from ..._dstore.audit import fit
-from ..._dstore.compose import freeze, read_only
-from ..._dstore.identity import DistId
-from ..._dstore.inventory import Stored
-from ..._dstore.split import split
-from ..._dstore.strays import clear
+from ..._disk import fs as _fs
+from ..._disk.dists import scan
+from ..._disk.identity import canonical_name, normal_version
 from ..._errors import InstallError
-from ..._store import fs as _fs
-from ..._store.dists import scan
-from ..._store.identity import canonical_name, normal_version
+from ..._store import digests
+from ..._store import store as _store
+from ..._store.audit import fit
+from ..._store.compose import freeze, read_only
+from ..._store.identity import DistId
+from ..._store.inventory import Stored
+from ..._store.split import split
+from ..._store.strays import clear
 
 if TYPE_CHECKING:
-    from ..._store.layout import Layout
-    from ..._store.manifest import Artifact
-    from ..._store.pin import Pin
+    from ..._disk.layout import Layout
+    from ..._disk.manifest import Artifact
+    from ..._disk.pin import Pin
 
 
 def identify(
@@ -82,7 +82,7 @@ def publish(layout: Layout, dist: DistId, staged: str) -> None:
     if fd is not None:
         try:
             freeze(fd)
-            # Ours is the one stored: what its RECORD is, kept apart from it, for verify (see _dstore.digests).
+            # Ours is the one stored: what its RECORD is, kept apart from it, for verify (see _store.digests).
             found = scan(fd)
             record = digests.of_record(fd, found[0].dist_info) if len(found) == 1 else None
         finally:

@@ -23,22 +23,22 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from ... import _log
-from ..._dstore import store as _store
-from ..._dstore.audit import fit
-from ..._dstore.identity import DistId
-from ..._dstore.inventory import Stored
-from ..._dstore.strays import at_entry, clear
+from ..._disk.identity import kind_of
+from ..._disk.pin import Pin
 from ..._errors import InstallError
 from ..._options import InstallOptions
 from ..._requirements import Requested
-from ..._store.identity import kind_of
-from ..._store.pin import Pin
+from ..._store import store as _store
+from ..._store.audit import fit
+from ..._store.identity import DistId
+from ..._store.inventory import Stored
+from ..._store.strays import at_entry, clear
 from .plan import distinct
 from .publish import into_store, unpack_own
 
 if TYPE_CHECKING:
+    from ..._disk.layout import Layout
     from ..._lock.locks import TreeLocks
-    from ..._store.layout import Layout
     from ..backends.run import Built
 
 #: Rounds of "lock what is missing, install what we hold": a peer that held a lock and then failed (or died)

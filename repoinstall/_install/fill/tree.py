@@ -16,19 +16,19 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from ... import _log
-from ..._dstore import store as _store
-from ..._dstore.identity import DistId
+from ..._disk.identity import TreeKind
+from ..._disk.pin import Pin
 from ..._errors import InstallError
 from ..._options import InstallOptions
 from ..._requirements import Requested
-from ..._store.identity import TreeKind
-from ..._store.pin import Pin
+from ..._store import store as _store
+from ..._store.identity import DistId
 from .plan import plan
 
 if TYPE_CHECKING:
+    from ..._disk.identity import TreeId
+    from ..._disk.layout import Layout
     from ..._lock.locks import TreeLocks
-    from ..._store.identity import TreeId
-    from ..._store.layout import Layout
     from ..backends.run import Built
     from ..staging import Staging
 

@@ -19,9 +19,9 @@ import shutil
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from .._disk import fs as _fs
+from .._disk import walk as _walk
 from .._errors import InstallError
-from .._store import fs as _fs
-from .._store import walk as _walk
 
 #: What ``link()`` answers where a copy has to do: links unsupported (EPERM on many FUSE filesystems, EOPNOTSUPP),
 #: another filesystem (EXDEV), the inode's link count at its maximum (EMLINK), or fs.protected_hardlinks (EPERM).
@@ -113,7 +113,7 @@ def freeze(top: int) -> None:
     """Make the open directory ``top`` and every directory below it read-only for everyone (write bits off,
     nothing followed), once it is published: no worker adds a file to a tree or a stored distribution
     (``__pycache__`` of ``python -O``, say). Its owner's gc, ``remove`` and repair make a directory writable
-    again as they take it apart (:func:`repoinstall._store.walk.owner_writes`). Best effort: a filesystem that
+    again as they take it apart (:func:`repoinstall._disk.walk.owner_writes`). Best effort: a filesystem that
     refuses it leaves it as is."""
     import stat
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import errno
 import os
 
-from .._store import fs as _fs
-from .._store.dists import check_tree, scan
-from .._store.layout import Layout
-from .._store.publish import publish as _publish
+from .._disk import fs as _fs
+from .._disk.dists import check_tree, scan
+from .._disk.layout import Layout
+from .._disk.publish import publish as _publish
 from .identity import DistId
 
 
@@ -74,7 +74,7 @@ def publish(layout: Layout, dist: DistId, staged: str) -> bool:
 
 def used(layout: Layout, env: str) -> bool:
     """Whether the store holds anything for ``env`` (a cold store: nothing there to spare an installer)."""
-    from .._store.layout import STORE
+    from .._disk.layout import STORE
 
     root = layout.root_fd()
     fd = None if root is None else fresh_dir(root, (STORE, env))
@@ -87,7 +87,7 @@ def used(layout: Layout, env: str) -> bool:
 
 
 def fresh_dir(dir_fd: int, parts: tuple[str, ...]) -> int | None:
-    """:func:`repoinstall._store.fs.open_dir` as the server has it now: each directory revalidated before a name
+    """:func:`repoinstall._disk.fs.open_dir` as the server has it now: each directory revalidated before a name
     is looked up in it (an NFS client trusts a cached "not there" until its parent's attributes expire, up to
     ``acdirmax``; a peer on another client may have stored the distribution since). One GETATTR per level."""
     fd = os.dup(dir_fd)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from .._store import fs as _fs
-from .._store import walk as _walk
-from .._store.identity import TreeId
-from .._store.layout import STORE, Layout
+from .._disk import fs as _fs
+from .._disk import walk as _walk
+from .._disk.identity import TreeId
+from .._disk.layout import STORE, Layout
 from .identity import DistId
 
 
@@ -83,8 +83,8 @@ def _dirs(dir_fd: int) -> list[str]:
 def holders(layout: Layout, trees: list[TreeId]) -> dict[Stored, list[TreeId]]:
     """Of ``trees``, those whose record names each stored distribution's artifact (its name, version and
     sha256): the trees composed from it. A tree without a record, or a row without a hash, names none."""
+    from .._disk.manifest import read, recorded_dists
     from .._errors import InvalidRequirement
-    from .._store.manifest import read, recorded_dists
 
     held: dict[Stored, list[TreeId]] = {}
     for tid in trees:

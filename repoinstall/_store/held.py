@@ -13,9 +13,9 @@ from typing import NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
-from .._store import manifest as _manifest
-from .._store.identity import canonical_name, canonical_version
-from .._store.layout import RECORDS, Layout
+from .._disk import manifest as _manifest
+from .._disk.identity import canonical_name, canonical_version
+from .._disk.layout import RECORDS, Layout
 from .identity import split_leaf
 
 #: What a record row holds, keyed by ``(env, canonical name)``: a leaf, ``v:<canonical version>``, or ``*``.

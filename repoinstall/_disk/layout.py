@@ -38,12 +38,12 @@ TRASH = "trash"
 CACHE = "cache"
 #: What each tree was installed from (see closures): kept when the tree goes, so it comes back the same.
 CLOSURES = "closures"
-#: Each installed distribution once (see repoinstall._dstore): ``store/<env>/<name>/<version>-<sha16>/``.
+#: Each installed distribution once (see repoinstall._store): ``store/<env>/<name>/<version>-<sha16>/``.
 STORE = "store"
 #: The locks of stored distributions, ``store-locks/<env>/<name>/<leaf>.lock``: apart from ``locks/``, whose
 #: readers (gc, ``locks``) take every lock there for a tree's.
 STORE_LOCKS = "store-locks"
-#: A digest of each stored distribution's RECORD, kept apart from it (see repoinstall._dstore.digests):
+#: A digest of each stored distribution's RECORD, kept apart from it (see repoinstall._store.digests):
 #: ``store-digests/<env>/<name>/<leaf>.json``.
 STORE_DIGESTS = "store-digests"
 RECORD_SUFFIX = ".json"

@@ -10,9 +10,9 @@ import os
 import stat
 from typing import NamedTuple
 
-from .._store import fs as _fs
-from .._store import walk as _walk
-from .._store.layout import STAGING, STORE, Layout
+from .._disk import fs as _fs
+from .._disk import walk as _walk
+from .._disk.layout import STAGING, STORE, Layout
 
 #: How many stored files :func:`foreign` looks at for one of another UID: enough for any store's first few
 #: distributions, bounded for a store of millions.

@@ -16,8 +16,8 @@ from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvir
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 
-from .._store.dists import scan
-from .._store.identity import canonical_name
+from .._disk.dists import scan
+from .._disk.identity import canonical_name
 
 
 def requirements(stored: str) -> tuple[list[Requirement], str | None] | None:

@@ -1,7 +1,7 @@
 """Something at a stored distribution's path that is not a stored distribution: a regular file, a FIFO, a socket,
 a device, or a symlink at ``store/<env>/<name>/<version>-<sha16>``.
 
-The store only ever renames a whole directory there (:func:`repoinstall._dstore.store.publish`), and the name is
+The store only ever renames a whole directory there (:func:`repoinstall._store.store.publish`), and the name is
 its artifact's: nothing else of ours is ever at it, in flight or not. So a non-directory there is a stray, and
 ours to set aside: renamed into ``trash/`` (never opened, never followed) and deleted there, by the install that
 needs the distribution (before its installer runs), by gc and by ``verify --repair``; the install then stores it
@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 
 from .. import _log
+from .._disk import fs as _fs
+from .._disk import walk as _walk
+from .._disk.layout import STORE, Layout
+from .._disk.things import Thing, thing_at
 from .._errors import RepoUnusable
-from .._store import fs as _fs
-from .._store import walk as _walk
-from .._store.layout import STORE, Layout
-from .._store.things import Thing, thing_at
 from .identity import DistId, split_leaf
 from .inventory import Stored
 

@@ -37,7 +37,7 @@ import tempfile
 import time
 from typing import NamedTuple
 
-from .._store.dists import RECORD_LIMIT, is_bytecode, scan, tree_relative
+from .._disk.dists import RECORD_LIMIT, is_bytecode, scan, tree_relative
 
 #: Run by the tree's interpreter: compile each [source, pyc or null (the interpreter's own cache path for it), name
 #: in the tree, optimization level] it is given, unless the pyc is that source's unchecked hash-based pyc already;

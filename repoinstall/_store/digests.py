@@ -22,9 +22,9 @@ import os
 import re
 
 from .. import _log
+from .._disk import fs as _fs
+from .._disk.layout import STORE_DIGESTS, Layout
 from .._errors import RepoUnusable
-from .._store import fs as _fs
-from .._store.layout import STORE_DIGESTS, Layout
 from .inventory import Stored
 
 _SUFFIX = ".json"

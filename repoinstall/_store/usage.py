@@ -6,7 +6,7 @@ separate copies (each tree file's size, counted in every tree that has it) again
 (each inode once): 0 while no two trees share a file, and the bytes of every extra tree that holds a distribution
 otherwise. Where the filesystem refuses links, trees are copies and it stays 0.
 
-Everything is walked through directory descriptors, never following a symlink (see :mod:`repoinstall._store.walk`);
+Everything is walked through directory descriptors, never following a symlink (see :mod:`repoinstall._disk.walk`);
 what this UID may not read is left out, with one warning.
 """
 
@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .. import _log
-from .._store import fs as _fs
-from .._store import walk as _walk
-from .._store.layout import STORE, TREES, Layout
+from .._disk import fs as _fs
+from .._disk import walk as _walk
+from .._disk.layout import STORE, TREES, Layout
 from .identity import split_leaf
 
 

@@ -1,6 +1,6 @@
 """The distributions inside a tree: their ``*.dist-info`` metadata and RECORD hashes.
 
-Everything here reads through directory descriptors (see :mod:`repoinstall._store.walk`): a symlink inside a tree
+Everything here reads through directory descriptors (see :mod:`repoinstall._disk.walk`): a symlink inside a tree
 is a finding, never a way out of it, and a FIFO or device is never opened.
 """
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from .._disk import walk as _walk
+from .._disk.dists import Dist, is_bytecode, record_rows, scan, tree_relative
 from .._errors import InstallError
-from .._store import walk as _walk
-from .._store.dists import Dist, is_bytecode, record_rows, scan, tree_relative
 
 
 def owners(combined: str, dists: Sequence[Dist]) -> dict[str, Dist]:

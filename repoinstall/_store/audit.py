@@ -17,9 +17,9 @@ import stat
 from typing import NamedTuple
 
 from .. import _log
-from .._store import fs as _fs
-from .._store.dists import Dist, RecordProblems, check_tree, scan
-from .._store.layout import Layout
+from .._disk import fs as _fs
+from .._disk.dists import Dist, RecordProblems, check_tree, scan
+from .._disk.layout import Layout
 from . import digests
 from .identity import DistId
 from .inventory import Stored
@@ -90,7 +90,7 @@ def _untrusted(layout: Layout, stored: Stored, fd: int, dist: Dist) -> str | Non
 def _names(dist: Dist, stored: Stored) -> bool:
     from packaging.version import InvalidVersion, Version
 
-    from .._store.identity import canonical_name, canonical_version
+    from .._disk.identity import canonical_name, canonical_version
 
     try:
         version = canonical_version(Version(dist.version))
