@@ -1,10 +1,11 @@
 """Every kind of lock file of one resolution, ensured into one repo: does each land in ONE tree, with pip and uv?
 
-    python bench/lockkinds.py [--quick] [--index-url URL] [--find-links DIR] [--set "PKG PKG"]...
+    python bench/lockkinds.py [--quick] [--cold] [--index-url URL] [--find-links DIR] [--set "PKG PKG"]...
 
 For each set (default: requests + pydantic; numpy + pandas; scikit-learn + scipy) it writes each kind of lock
 file for this interpreter from this machine's local package sources only (the ``file:`` indexes and find-links
-directories its pip configuration names, or those given; every other pip and uv setting switched off):
+directories its pip configuration names, or those given; every other pip and uv setting switched off; uv
+resolving as pip does, the best version over every index):
 
 * ``pip lock``;
 * ``uv pip compile --format pylock.toml`` and ``uv pip compile --generate-hashes``;
@@ -15,18 +16,21 @@ directories its pip configuration names, or those given; every other pip and uv 
 Then, for each installer (pip, uv) and each set, into one new repo with its own empty installer cache,
 ``repoinstall ensure -r FILE --installer X --json`` of each kind in turn, with the same local sources on the
 command line as a user passes them. Per kind: the tree it landed in, what the ensure did (installed: an installer
-ran; composed: from stored distributions, no installer; present: the tree was there), its wall seconds and the
-distributions it stored. Per repo: the bytes of store + trees (``du -sb``, hard links once), how many distinct
-trees, and how many kinds landed in the first kind's tree. Each tree is then exported once
-(``repoinstall export``) and the export ensured again: it works when it holds the tree's distributions (name,
-version, sha256) and names the same tree, present.
+ran; composed: from stored distributions, no installer; present: the tree was there), its wall seconds, what it
+stored (a lock's tree stores its own metapackage too), and "again": the same file ensured once more after
+``repoinstall remove`` of its tree (composed, when every distribution is stored). Per repo: the bytes of store +
+trees (``du -sb``, hard links once), how many distinct trees, and how many kinds landed in the first kind's tree.
+Each tree is then exported once (``repoinstall export``) and the export ensured again: it works when it holds the
+tree's distributions (name, version, sha256) and names the same tree, present. With ``--cold``, each kind is also
+ensured into a new repo of its own: what it stores and the bytes of store + trees, per kind.
 
 A lock that names local files outside its own directory (``pip lock`` of a ``file:`` index writes
 ``file:///.../files/...`` URLs) is refused unless that directory is a ``--find-links`` of the run (a documented
-rule): the refusal is printed once per installer, and the kind is ensured again with those directories added.
+rule): the first refusal is printed once, and each such lock is ensured again with those directories added.
 
-Exits 1 after printing everything when a kind failed, a set's kinds landed in more than one tree, or an export did
-not work. ``--quick`` (for CI): one set of the small fleet set's wheels, built here (no pip configuration needed).
+Exits 1 after printing everything when a kind failed, a set's kinds landed in more than one tree, a removed tree was
+not composed again from the store, or an export did not work. ``--quick`` (for CI): one set of the small fleet
+set's wheels, built here, as a ``file:`` index (no pip configuration needed).
 """
 
 from __future__ import annotations
@@ -102,6 +106,11 @@ def _run(command: list[str], env: dict[str, str], cwd: Path | None = None) -> No
         raise Failed(f"{shown}: exit {done.returncode}: {(done.stderr or done.stdout).strip()[-600:]}")
 
 
+#: uv's resolver as pip's: the best version over every index (uv's default takes a project from the first index
+#: that has it, and puts --extra-index-url first: another numpy than pip's when two local indexes hold numpy).
+UV_AS_PIP = ["--no-config", "--offline", "--index-strategy", "unsafe-best-match"]
+
+
 def _uv(scratch: Path) -> tuple[list[str], dict[str, str]]:
     """uv with no configuration but ours, offline (every source is local), and a cache of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")} | {"UV_CACHE_DIR": str(scratch / "uv")}
@@ -123,7 +132,7 @@ def uv_compile(hashes: bool) -> Callable[[list[str], Path, Sources, Path], None]
     def make(packages: list[str], out: Path, sources: Sources, scratch: Path) -> None:
         uv, env = _uv(scratch)
         form = ["--generate-hashes"] if hashes else ["--format", "pylock.toml"]
-        command = [*uv, "pip", "compile", "--quiet", "--no-config", "--offline", "--python", sys.executable]
+        command = [*uv, "pip", "compile", "--quiet", *UV_AS_PIP, "--python", sys.executable]
         _run([*command, *form, *sources.args(), "-o", str(out), str(_requirements_in(packages, scratch))], env)
 
     return make
@@ -142,7 +151,7 @@ def uv_export(form: str) -> Callable[[list[str], Path, Sources, Path], None]:
                 f"dependencies = {json.dumps(packages)}\n\n"
                 f'[tool.uv]\npackage = false\nenvironments = ["{here}"]\n'
             )
-            common = ["--quiet", "--no-config", "--offline", "--python", sys.executable, *sources.args()]
+            common = ["--quiet", *UV_AS_PIP, "--python", sys.executable, *sources.args()]
             _run([*uv, "lock", *common], env, cwd=project)
         command = [*uv, "export", "--quiet", "--no-config", "--offline", "--frozen", "--no-emit-project"]
         _run([*command, "--format", form, "-o", str(out)], env, cwd=project)
@@ -180,6 +189,10 @@ def own_directories(path: Path) -> list[str]:
     return sorted({str(Path(url).parent) for url in urls})
 
 
+#: Each refusal of a lock for naming local files outside its directory (ensured again with --find-links of them).
+REFUSED: list[str] = []
+
+
 class Landed(NamedTuple):
     """What one ``ensure -r FILE`` did in a repo."""
 
@@ -187,13 +200,11 @@ class Landed(NamedTuple):
     action: str  # installed / composed / present (one per tree, joined)
     seconds: float
     stored: int
-    refused: str  # the refusal before --find-links of the lock's own directories was added ("" if none)
 
 
 def ensure(file: Path, repo: Path, installer: str, sources: Sources, cache: Path) -> Landed:
     """``repoinstall ensure -r FILE --json`` with the local sources; once more with the lock's own directories as
     ``--find-links`` if it is refused for naming files outside its directory."""
-    refused = ""
     extra: list[str] = []
     while True:
         command = cli("ensure", "-r", file, "--repo", repo, "--installer", installer, "--json", *sources.args())
@@ -204,7 +215,7 @@ def ensure(file: Path, repo: Path, installer: str, sources: Sources, cache: Path
             document = {"error": ran.errors[0].strip()[-600:]}
         error = str(document.get("error") or "")
         if ran.codes[0] == 2 and OUTSIDE in error and not extra:
-            refused = error
+            REFUSED.append(error)
             extra = [arg for place in own_directories(file) for arg in ("--find-links", place)]
             continue
         if ran.codes[0] != 0 or error:
@@ -220,7 +231,7 @@ def ensure(file: Path, repo: Path, installer: str, sources: Sources, cache: Path
             action = "composed"
         actions.append(action)
         stored += int(package.get("stored") or 0)
-    return Landed(tuple(trees), "+".join(actions), ran.seconds, stored, refused)
+    return Landed(tuple(trees), "+".join(actions), ran.seconds, stored)
 
 
 def repo_bytes(repo: Path) -> int:
@@ -268,16 +279,119 @@ def export_works(tree: str, dists: list[dict[str, str]], repo: Path, installer: 
     return f"ok ({len(held)} distributions; ensure -r of it: the same tree, present)"
 
 
-def main() -> None:  # noqa: PLR0915 (one table after another, read top to bottom)
+def make_files(sets: list[list[str]], kinds: list[Kind], sources: Sources, tmp: Path) -> dict[str, dict[str, Path]]:
+    """Each kind's file of each set (by set and kind label); a line when the kinds of a set pin different sets."""
+    files: dict[str, dict[str, Path]] = {}
+    for packages in sets:
+        what = " + ".join(packages)
+        scratch = tmp / what.replace(" + ", "-")
+        scratch.mkdir()
+        files[what] = {}
+        for kind in kinds:
+            try:
+                kind.make(packages, scratch / kind.filename, sources, scratch)
+                files[what][kind.label] = scratch / kind.filename
+            except Failed as error:
+                FINDINGS.append(f"{what}: {kind.label}: not made: {error}")
+        pins = {label: pinned(path) for label, path in files[what].items()}
+        first = next(iter(pins.values()), set())
+        if all(found == first for found in pins.values()):
+            listing = ", ".join(sorted(first))
+            print(f"{what}: the {len(pins)} files pin the same {len(first)} distributions: {listing}")
+        else:
+            for label, found in pins.items():
+                print(f"{what}: {label}: {', '.join(sorted(found))}")
+            FINDINGS.append(f"{what}: the files pin different sets (one resolution expected)")
+    return files
+
+
+#: What went wrong, printed at the end (and the exit status 1).
+FINDINGS: list[str] = []
+#: Each tree id (name==version) as T1, T2, ...: the same label in every table.
+LABELS: dict[str, str] = {}
+
+
+def label(trees: tuple[str, ...]) -> str:
+    return ",".join(LABELS.setdefault(tree, f"T{len(LABELS) + 1}") for tree in trees)
+
+
+def one_repo(installer: str, what: str, kinds: list[Kind], files: dict[str, Path], work: Path, sources: Sources) -> str:
+    """Each kind of one set ensured in turn into one new repo, then once more after its tree is removed (composed
+    from the store, no installer, when every distribution is stored); prints a row per kind, returns the summary."""
+    repo, cache = work / "repo", work / "cache"
+    landed: list[tuple[str, Landed]] = []
+    for kind in kinds:
+        row = f"{(what if not landed else ''):<22} | {kind.label:<36} | "
+        if kind.label not in files:
+            print(f"{row}{'-':<5} | {'not made':<9} |")
+            continue
+        try:
+            one = ensure(files[kind.label], repo, installer, sources, cache)
+            _run(cli("remove", *one.trees, "--repo", repo), pod_env(cache))
+            again = ensure(files[kind.label], repo, installer, sources, cache)
+        except Failed as error:
+            print(f"{row}{'-':<5} | {'FAILED':<9} |")
+            FINDINGS.append(f"{installer}: {what}: {kind.label}: {error}")
+            continue
+        landed.append((kind.label, one))
+        print(f"{row}{label(one.trees):<5} | {one.action:<9} | {one.seconds:>7.2f} | {one.stored:>6} | ", end="")
+        print(
+            f"{again.action} {again.seconds:.2f}" + (f" into {label(again.trees)}" if again.trees != one.trees else "")
+        )
+        if again.action != "composed" or again.trees != one.trees:
+            FINDINGS.append(f"{installer}: {what}: {kind.label}: after remove, {again.action} {label(again.trees)}")
+    trees = {tree for _, one in landed for tree in one.trees}
+    reused = sum(1 for _, one in landed if one.trees == landed[0][1].trees)
+    size = repo_bytes(repo) if repo.is_dir() else 0
+    summary = (
+        f"{what}: {len(trees)} distinct tree(s); {reused} of {len(landed)} kinds in the first tree"
+        f" ({label(landed[0][1].trees) if landed else '-'}); store + trees {size / 1e6:.1f} MB ({size} bytes)"
+    )
+    if len(trees) > 1:
+        summary += " -- MORE THAN ONE TREE: " + "; ".join(f"{kind} -> {label(one.trees)}" for kind, one in landed)
+        FINDINGS.append(f"{installer}: {what}: {len(trees)} trees for one resolution")
+    dists = listed(repo) if repo.is_dir() else {}
+    for tree in sorted(trees, key=lambda t: LABELS[t]):
+        works = export_works(tree, dists.get(tree, []), repo, installer, sources)
+        summary += f"\n  export {LABELS[tree]} ({what}): {works}"
+        if not works.startswith("ok"):
+            FINDINGS.append(f"{installer}: {what}: export {LABELS[tree]}: {works}")
+    return summary
+
+
+def cold(installer: str, kinds: list[Kind], files: dict[str, dict[str, Path]], work: Path, sources: Sources) -> None:
+    """Each kind of each set into a new repo of its own: what each stores, and the bytes of store + trees."""
+    print(f"\nwith {installer}, each kind into a new repo of its own")
+    head = f"{'set':<22} | {'kind':<36} | {'tree':<5} | {'action':<9} | {'seconds':>7} | {'stored':>6} | {'MB':>6}"
+    print(f"{head}\n{'-' * len(head)}")
+    for what, made in files.items():
+        for number, kind in enumerate(k for k in kinds if k.label in made):
+            row = f"{(what if not number else ''):<22} | {kind.label:<36} | "
+            place = work / f"{what.replace(' + ', '-')}-{number}"
+            try:
+                one = ensure(made[kind.label], place / "repo", installer, sources, place / "cache")
+            except Failed as error:
+                print(f"{row}{'-':<5} | {'FAILED':<9} |")
+                FINDINGS.append(f"{installer}: {what}: {kind.label} (cold): {error}")
+                continue
+            size = repo_bytes(place / "repo") / 1e6
+            print(
+                f"{row}{label(one.trees):<5} | {one.action:<9} | {one.seconds:>7.2f} | {one.stored:>6} | {size:>6.1f}"
+            )
+            if one.stored < len(pinned(made[kind.label])):
+                FINDINGS.append(f"{installer}: {what}: {kind.label} (cold): stored {one.stored} distributions only")
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--quick", action="store_true", help="one set of the small fleet set's wheels, a file: index (for CI)"
     )
+    parser.add_argument("--cold", action="store_true", help="also each kind into a new repo of its own")
     parser.add_argument("--index-url", action="append", default=[], help="a local index (repeatable)")
     parser.add_argument("--find-links", action="append", default=[], help="a local directory (repeatable)")
     parser.add_argument("--set", action="append", default=[], help='packages of one set: "numpy pandas"')
     args = parser.parse_args()
-    findings: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         if args.quick:
             sources, sets = Sources([file_index(Path(tmp, "index"))], []), [QUICK_SET]
@@ -290,84 +404,26 @@ def main() -> None:  # noqa: PLR0915 (one table after another, read top to botto
         kinds = [k for k in KINDS if k.make is not pip_compile or shutil.which("pip-compile")]
         if len(kinds) < len(KINDS):
             print("pip-compile --generate-hashes: skipped, pip-compile is not installed (pip-tools)")
-        files: dict[str, dict[str, Path]] = {}
-        for packages in sets:
-            what = " + ".join(packages)
-            scratch = Path(tmp, what.replace(" + ", "-"))
-            scratch.mkdir()
-            files[what] = {}
-            for kind in kinds:
-                try:
-                    kind.make(packages, scratch / kind.filename, sources, scratch)
-                    files[what][kind.label] = scratch / kind.filename
-                except Failed as error:
-                    findings.append(f"{what}: {kind.label}: not made: {error}")
-            pins = {label: pinned(path) for label, path in files[what].items()}
-            first = next(iter(pins.values()), set())
-            if all(found == first for found in pins.values()):
-                listing = ", ".join(sorted(first))
-                print(f"{what}: the {len(pins)} files pin the same {len(first)} distributions: {listing}")
-            else:
-                for label, found in pins.items():
-                    print(f"{what}: {label}: {', '.join(sorted(found))}")
-                findings.append(f"{what}: the files pin different sets (one resolution expected)")
-
-        labels: dict[str, str] = {}  # tree id -> T1, T2, ... (the same label in both tables)
+        files = make_files(sets, kinds, sources, Path(tmp))
         for installer in INSTALLERS:
-            print(f"\nwith {installer}")
-            head = f"{'set':<22} | {'kind':<36} | {'tree':<5} | {'action':<9} | {'seconds':>7} | {'stored':>6}"
-            print(f"{head}\n{'-' * len(head)}")
-            summaries: list[str] = []
-            refusal = ""
-            for packages in sets:
-                what = " + ".join(packages)
-                work = Path(tmp, f"{installer}-{what.replace(' + ', '-')}")
-                repo, cache = work / "repo", work / "cache"
-                landed: list[tuple[str, Landed]] = []
-                for kind in kinds:
-                    row = f"{(what if not landed else ''):<22} | {kind.label:<36} | "
-                    if kind.label not in files[what]:
-                        print(f"{row}{'-':<5} | {'not made':<9} |")
-                        continue
-                    try:
-                        one = ensure(files[what][kind.label], repo, installer, sources, cache)
-                    except Failed as error:
-                        print(f"{row}{'-':<5} | {'FAILED':<9} |")
-                        findings.append(f"{installer}: {what}: {kind.label}: {error}")
-                        continue
-                    refusal = refusal or one.refused
-                    landed.append((kind.label, one))
-                    tree = ",".join(labels.setdefault(t, f"T{len(labels) + 1}") for t in one.trees)
-                    print(f"{row}{tree:<5} | {one.action:<9} | {one.seconds:>7.2f} | {one.stored:>6}")
-                trees = {tree for _, one in landed for tree in one.trees}
-                reused = sum(1 for _, one in landed if landed and one.trees == landed[0][1].trees)
-                size = repo_bytes(repo) if repo.is_dir() else 0
-                summary = (
-                    f"{what}: {len(trees)} distinct tree(s); {reused} of {len(landed)} kinds in the first tree"
-                    f" ({', '.join(labels[t] for t in landed[0][1].trees) if landed else '-'});"
-                    f" store + trees {size / 1e6:.1f} MB ({size} bytes)"
-                )
-                if len(trees) > 1:
-                    summary += " -- MORE THAN ONE TREE: " + "; ".join(
-                        f"{label} -> {','.join(labels[t] for t in one.trees)}" for label, one in landed
-                    )
-                    findings.append(f"{installer}: {what}: {len(trees)} trees for one resolution")
-                summaries.append(summary)
-                dists = listed(repo) if repo.is_dir() else {}
-                for tree in sorted(trees, key=lambda t: labels[t]):
-                    works = export_works(tree, dists.get(tree, []), repo, installer, sources)
-                    summaries.append(f"  export {labels[tree]} ({what}): {works}")
-                    if not works.startswith("ok"):
-                        findings.append(f"{installer}: {what}: export {labels[tree]}: {works}")
+            print(f"\nwith {installer}, each set's kinds in turn into one new repo")
+            head = f"{'set':<22} | {'kind':<36} | {'tree':<5} | {'action':<9} | {'seconds':>7} | {'stored':>6} | again"
+            print(f"{head}\n{'-' * (len(head) + 20)}")
+            summaries = [
+                one_repo(installer, what, kinds, made, Path(tmp, f"{installer}-{what.replace(' + ', '-')}"), sources)
+                for what, made in files.items()
+            ]
             print("\n".join(summaries))
-            if refusal:
-                print(f"note: with the index options alone a lock naming the index's files is refused: {refusal}")
-                print("      (ensured again with its own directories as --find-links, as the docs say to)")
+            if args.cold:
+                cold(installer, kinds, files, Path(tmp, f"{installer}-cold"), sources)
+        if REFUSED:
+            print(f"\nnote: with the index options alone, a lock naming the index's files is refused: {REFUSED[0]}")
+            print("      (each such lock was ensured again with its own directories as --find-links, as the docs say)")
         print("\ntrees:")
-        for tree, label in labels.items():
-            print(f"  {label} = {tree}")
-    if findings:
-        print("\nfindings:\n" + "\n".join(f"- {finding}" for finding in findings))
+        for tree, name in LABELS.items():
+            print(f"  {name} = {tree}")
+    if FINDINGS:
+        print("\nfindings:\n" + "\n".join(f"- {finding}" for finding in FINDINGS))
         sys.exit(1)
 
 
