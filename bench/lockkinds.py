@@ -242,6 +242,12 @@ def repo_bytes(repo: Path) -> int:
     return int(done.stdout.splitlines()[-1].split()[0])
 
 
+def discard(place: Path) -> None:
+    """Delete a repo and its caches (the store's directories are read-only)."""
+    subprocess.run(["chmod", "-R", "u+w", str(place)], check=True)
+    shutil.rmtree(place)
+
+
 def listed(repo: Path) -> dict[str, list[dict[str, str]]]:
     """Each tree (name==version) and its distributions, from ``list --json``."""
     done = subprocess.run(
@@ -375,6 +381,7 @@ def cold(installer: str, kinds: list[Kind], files: dict[str, dict[str, Path]], w
                 FINDINGS.append(f"{installer}: {what}: {kind.label} (cold): {error}")
                 continue
             size = repo_bytes(place / "repo") / 1e6
+            discard(place)  # 30 repos and their installer caches would take gigabytes
             print(
                 f"{row}{label(one.trees):<5} | {one.action:<9} | {one.seconds:>7.2f} | {one.stored:>6} | {size:>6.1f}"
             )
