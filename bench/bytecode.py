@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import statistics
 import subprocess
 import sys
@@ -29,30 +28,13 @@ import tomllib
 from pathlib import Path
 
 from common import build as build_wheels
-from common import machine, pod_env, run_together
+from common import local_sources, machine, pip_env, pod_env, run_together
 from helpers import cli
 
 from repoinstall import Repo
 from repoinstall._install.backends.uv import _binary as uv_binary
 
 TARGETS = {"pip": 1.0, "uv": 1.2}
-
-
-def local_sources() -> tuple[list[str], list[str]]:
-    """The local indexes (``file:`` URLs) and find-links directories this machine's pip configuration names."""
-    listing = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
-    ).stdout
-    indexes: list[str] = []
-    links: list[str] = []
-    for line in listing.splitlines():
-        key, _, value = line.partition("=")
-        values = value.strip().strip("'\"").split()
-        if key.endswith("index-url"):
-            indexes += [v for v in values if v.startswith("file:") and v not in indexes]
-        elif key.endswith("find-links"):
-            links += [v for v in values if Path(v).is_dir() and v not in links]
-    return indexes, links
 
 
 def lock_packages(packages: list[str], lock: Path, indexes: list[str], links: list[str]) -> None:
@@ -63,8 +45,7 @@ def lock_packages(packages: list[str], lock: Path, indexes: list[str], links: li
     command += ["--index-url", indexes[0]] if indexes else ["--no-index"]
     command += [arg for url in indexes[1:] for arg in ("--extra-index-url", url)]
     command += [arg for place in links for arg in ("--find-links", place)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
-    done = subprocess.run([*command, *packages], capture_output=True, text=True, check=False, env=env)
+    done = subprocess.run([*command, *packages], capture_output=True, text=True, check=False, env=pip_env())
     if done.returncode != 0:
         sys.exit(f"pip lock {' '.join(packages)} failed: {done.stderr.strip()[-500:]}")
 

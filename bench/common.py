@@ -55,6 +55,28 @@ def pod_env(cache: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def local_sources() -> tuple[list[str], list[str]]:
+    """The local indexes (``file:`` URLs) and find-links directories this machine's pip configuration names."""
+    listing = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    indexes: list[str] = []
+    links: list[str] = []
+    for line in listing.splitlines():
+        key, _, value = line.partition("=")
+        values = value.strip().strip("'\"").split()
+        if key.endswith("index-url"):
+            indexes += [v for v in values if v.startswith("file:") and v not in indexes]
+        elif key.endswith("find-links"):
+            links += [v for v in values if Path(v).is_dir() and v not in links]
+    return indexes, links
+
+
+def pip_env() -> dict[str, str]:
+    """This environment for running pip by hand: every ``PIP_*`` setting and pip's configuration files off."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+
+
 def ensure_command(repo: Path, index: str, *specs: str, installer: str = "pip") -> list[str]:
     return cli("ensure", *specs, "--repo", repo, "--index-url", index, "--installer", installer, "--json")
 

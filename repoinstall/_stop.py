@@ -3,8 +3,8 @@ after, and every wait of an install (a peer's lock, a shared install) ends.
 
 A :class:`Scope` is what stops as one: the whole process (:data:`PROCESS`, stopped by the command line's signal
 handlers) or one batch of ensures (stopped by the thread that waits for it when that thread is interrupted). A
-worker thread works for one batch (:func:`enter`); every other thread belongs to the process only. Installers
-register here while they run, with the scope of the thread that started them.
+worker thread works for one batch (:func:`enter`); every other thread belongs to the process only. Installers (and the
+interpreters compiling their bytecode) register here while they run, with the scope of the thread that started them.
 
 Loaded only once something is installed: the warm path never imports it.
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,14 @@ def test_bytecode_benchmark_prints_each_installer_beside_its_bare_run_and_target
         assert f"repoinstall with {installer} / bare {installer}: " in done.stdout, done.stdout
         assert f"(target <= {target}: " in done.stdout, done.stdout
     assert "bare uv pip install --target --compile-bytecode" in done.stdout, done.stdout
+
+
+def test_lockkinds_benchmark_lands_every_kind_of_one_resolution_in_one_tree() -> None:
+    done = bench("lockkinds.py")  # it exits non-zero if a kind failed, landed in a second tree, or its export failed
+    for installer in ("pip", "uv"):
+        assert f"\nwith {installer}, each set's kinds in turn into one new repo\n" in done.stdout, done.stdout
+    summaries = re.findall(r"1 distinct tree\(s\); (\d) of (\d) kinds in the first tree", done.stdout)
+    assert len(summaries) == 2 and all(a == b and int(a) >= 5 for a, b in summaries), done.stdout
+    assert done.stdout.count("export T1 (fleet-b + fleet-c): ok") == 2, done.stdout
+    rows = [line for line in done.stdout.splitlines() if line.count(" | ") == 6 and not line.startswith("set ")]
+    assert len(rows) >= 10 and all(line.split(" | ")[-1].startswith("composed ") for line in rows), done.stdout

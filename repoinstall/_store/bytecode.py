@@ -37,6 +37,7 @@ import tempfile
 import time
 from typing import NamedTuple
 
+from .. import _stop
 from .._disk.dists import RECORD_LIMIT, is_bytecode, scan, tree_relative
 
 #: Run by the tree's interpreter: compile each [source, pyc or null (the interpreter's own cache path for it), name
@@ -178,10 +179,14 @@ def _compile(staged: str, python: str, jobs: list[_Job], processes: int | None) 
             with tempfile.TemporaryFile() as work:  # its stdin: each one starts at once, whatever the others read
                 work.write(json.dumps(given).encode())
                 work.seek(0)
-                running.append((share, subprocess.Popen(
+                proc = subprocess.Popen(
                     [python, "-I", "-c", _COMPILE], stdin=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                     env=env,
-                )))  # fmt: skip
+                )  # fmt: skip
+            running.append((share, proc))
+            # Registered as an installer is: a stop (SIGTERM, Ctrl-C, an interrupted batch) kills it at once, so
+            # no interpreter outlives the run writing into the staging dir, and the wait below ends.
+            _stop.started(proc)
         deadline = time.monotonic() + _TIMEOUT
         for share, proc in running:
             try:
@@ -193,12 +198,14 @@ def _compile(staged: str, python: str, jobs: list[_Job], processes: int | None) 
                 continue  # its jobs have no pyc (what it wrote, no RECORD lists: see hash_based)
             for n, pyc in zip(share, done, strict=True):
                 written[n] = pyc if isinstance(pyc, str) else None
+        _stop.check()  # killed by a stop: the install stops, as after its installer's run
     finally:
         for _, proc in running:
             # Timed out, or interrupted (SIGTERM, Ctrl-C): nothing may go on writing into the staging dir.
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+            _stop.ended(proc)
     return written
 
 

@@ -3,16 +3,22 @@ hash-based pyc, listed with its hash in its distribution's RECORD, the same byte
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib.util
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import pytest
-from helpers import pip_target
+from helpers import pip_target, wait_until
 from wheels import make_wheel
 
+from repoinstall import _stop
 from repoinstall._disk.dists import check_tree, scan
+from repoinstall._errors import Interrupted
 from repoinstall._store.bytecode import hash_based
 
 
@@ -82,3 +88,42 @@ def test_an_interpreter_that_fails_leaves_no_unrecorded_pyc(tmp_path: Path, whee
     assert hash_based(str(tree), str(fake)) == 0
     assert not pycs(tree)
     assert not check_tree(str(tree), scan(str(tree)))
+
+
+def test_a_stop_kills_the_compiling_interpreter_at_once_and_the_install_stops(
+    tmp_path: Path, wheels: list[Path]
+) -> None:
+    """SIGTERM or Ctrl-C while bytecode compiles (a batch's stop, as the command line's handler stops the process):
+    the interpreter is killed as an installer is, none goes on writing into the staging dir after the run ended,
+    and the compile raises ``Interrupted`` at once instead of waiting for it (up to ten minutes)."""
+    tree = tmp_path / "tree"
+    pip_target(tree, *wheels, compile=False)
+    pids = tmp_path / "pids"
+    fake = tmp_path / "python"  # an interpreter that hangs: it says its pid, then sleeps as itself
+    fake.write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 120\n")
+    fake.chmod(0o755)
+    scope = _stop.Scope()
+    raised: list[BaseException] = []
+
+    def compile_in_a_batch() -> None:
+        _stop.enter(scope)
+        try:
+            hash_based(str(tree), str(fake), processes=1)
+        except Interrupted as error:
+            raised.append(error)
+
+    worker = threading.Thread(target=compile_in_a_batch)
+    worker.start()
+    try:
+        wait_until(lambda: pids.is_file() and pids.read_text().strip(), 30, "the interpreter to start")
+        (pid,) = map(int, pids.read_text().split())
+        scope.stop()
+        worker.join(10)
+        assert not worker.is_alive(), "the compile still waits for its interpreter after the stop"
+        assert len(raised) == 1
+        assert not Path(f"/proc/{pid}").exists()  # killed, and reaped
+    finally:
+        for pid in map(int, pids.read_text().split() if pids.is_file() else []):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        worker.join(30)
