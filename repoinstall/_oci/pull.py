@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -24,7 +25,6 @@ from .._errors import InstallError
 from .._install.fill.publish import publish
 from .._store import store as _store
 from .._store.audit import fit
-from .._store.compose import compose
 from . import image as _image
 from .auth import lookup
 from .client import Registry
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .._install.staging import Staging
     from .._lock.locks import TreeLocks
     from .._requirements import Requested
+    from .._store.identity import DistId
 
 #: What a tree made from an image records as its installer.
 INSTALLER = "oci-image"
@@ -108,6 +109,7 @@ class Source:
     ) -> tuple[Built, int]:
         """Step 5 of the protocol from an image: store what the store lacks, compose the tree in ``staging``."""
         from .._install.backends.run import Built
+        from .._install.fill.compose import compose_stored
         from .._install.fill.plan import plan
         from .._install.locked import all_pins
 
@@ -125,6 +127,23 @@ class Source:
                 raise Refused(
                     f"{found.reference}: holds no layer of {missing[0]}, which {requested.text} names: refused"
                 )
+        by_dist = {layer.dist: layer for layer in image.layers}
+
+        def fetch(layer: _image.LayerRef, scratch: str) -> None:
+            """Store ``layer``'s distribution from the registry, whoever holds its lock (the caller does)."""
+            os.makedirs(scratch)
+            blob = os.path.join(scratch, "blob")
+            what = f"{found.reference}: layer {layer.digest} ({layer.dist})"
+            self.registry().fetch_blob(layer.digest, layer.size, blob, what)
+            staged = os.path.join(scratch, "dist")
+            os.makedirs(staged)
+            unpack(blob, layer.diff_id, staged, what)
+            os.unlink(blob)
+            try:
+                publish(layout, layer.dist, staged)
+            except InstallError as error:
+                raise Refused(f"{what}: not what its RECORD says: {error}: refused") from None
+
         stored = 0
         for number, layer in enumerate(sorted(image.layers)):
             if fit(layout, layer.dist):
@@ -132,23 +151,18 @@ class Source:
             with locks.hold(layer.dist.lock_key(), ready=partial(_store.present, layout, layer.dist)) as held:
                 if held.peer_finished or _store.present(layout, layer.dist):
                     continue  # a peer stored it while we waited
-                where = os.path.join(staging.tmp, f"layer-{number}")
-                os.makedirs(where)
-                blob = os.path.join(where, "blob")
-                what = f"{found.reference}: layer {layer.digest} ({layer.dist})"
-                self.registry().fetch_blob(layer.digest, layer.size, blob, what)
-                staged = os.path.join(where, "dist")
-                os.makedirs(staged)
-                unpack(blob, layer.diff_id, staged, what)
-                os.unlink(blob)
-                try:
-                    publish(layout, layer.dist, staged)
-                except InstallError as error:
-                    raise Refused(f"{what}: not what its RECORD says: {error}: refused") from None
+                fetch(layer, os.path.join(staging.tmp, f"layer-{number}"))
                 stored += 1
         _log.logger().info("%s: %d of %d layers stored from %s", tid, stored, len(image.layers), found.reference)
-        compose(staging.target, [(str(layer.dist), _store.path(layout, layer.dist)) for layer in image.layers])
+
+        def restore(gone: Sequence[DistId], where: str) -> None:
+            for number, dist in enumerate(gone):
+                fetch(by_dist[dist], os.path.join(where, str(number)))
+
+        # gc may take a stored distribution no tree holds between the loop above and the links: composed again
+        # holding every distribution's lock, after fetching what was taken (see _install.fill.compose).
+        _, restored = compose_stored(layout, locks, list(by_dist), staging.target, staging.tmp, restore, str(tid))
         artifacts = tuple(
             Artifact(layer.dist.name, str(layer.dist.version), layer.dist.sha256) for layer in image.layers
         )
-        return Built(INSTALLER, found.reference, artifacts), stored
+        return Built(INSTALLER, found.reference, artifacts), stored + restored
