@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import document, finish, import_version, run, start
+from gcrace import LOCK, race
+from helpers import document, import_version, run
 from indexserver import IndexServer
 from registry import registry
 from storecheck import assert_store_whole
@@ -24,7 +24,6 @@ from wheels import make_wheel
 
 pytestmark = pytest.mark.skipif(not shutil.which("docker-registry"), reason="needs docker-registry (.ci/run)")
 
-LOCK = ("--stale-after", "2", "--heartbeat", "0.4")
 DEPS = ("alpha", "beta", "gamma", "delta")
 ROUNDS = int(os.environ.get("REPOINSTALL_GC_RACE_ROUNDS", "20"))
 #: No index for the pod: a closed port on 127.0.0.1, so an installer run could not store anything.
@@ -55,34 +54,14 @@ def _ensure(repo: Path, where: str, *extra: str) -> list[str]:
             "--json", *LOCK, *extra]  # fmt: skip
 
 
-def _age_store(repo: Path, seconds: float) -> None:
-    old = time.time() - seconds
-    for stored in (repo / "store").glob("*/*/*"):
-        os.utime(stored, (old, old), follow_symlinks=False)
-
-
 def test_gc_never_fails_an_ensure_from_an_image_composing_from_what_it_takes(repo: Path, image: str) -> None:
     done = run(*_ensure(repo, image))
     assert done.returncode == 0, done.stderr
-    failed: list[str] = []
-    taken = again = 0
-    for _ in range(ROUNDS):
-        removed = run("remove", "many==1.0", "--repo", repo, *LOCK)
-        assert removed.returncode == 0, removed.stderr
-        _age_store(repo, 7200)
-        ensure = start(*_ensure(repo, image, "-v"))
-        gc = start("gc", "--repo", repo, "--json", "--older-than", "0", *LOCK)
-        code, _, err = finish(ensure)
-        gc_code, gc_out, gc_err = finish(gc)
-        assert gc_code in (0, 1), gc_err  # 1: something kept (its lock held by the ensure), said in the report
-        taken += sum(r["kind"] == "dist" and r["done"] for r in document(gc_out)["removed"])
-        again += "taken out of the store (by gc)" in err
-        if code != 0:
-            failed.append(err.strip().splitlines()[-1] if err.strip() else f"exit {code}")
-    print(f"{ROUNDS} rounds, {len(failed)} failed ensures, gc took {taken} distributions, {again} ensures fetched "
-          "them again")  # fmt: skip
-    assert failed == [], failed
-    assert taken > 0, "gc took nothing: the race never ran"
+    raced = race(repo, "many==1.0", _ensure(repo, image), ("--older-than", "0", *LOCK), ROUNDS)
+    print(f"{ROUNDS} rounds, {len(raced.failed)} failed ensures, gc took {raced.taken} distributions, {raced.again} "
+          "ensures fetched them again")  # fmt: skip
+    assert raced.failed == [], raced.failed
+    assert raced.taken > 0, "gc took nothing: the race never ran"
     tree = Path(document(run(*_ensure(repo, image)).stdout)["packages"][0]["path"])
     assert import_version(tree, "beta") == "1"
     assert run("verify", "--repo", repo).returncode == 0

@@ -11,17 +11,16 @@ wheels, an index on 127.0.0.1. ``REPOINSTALL_GC_RACE_ROUNDS`` runs more rounds (
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import document, ensure_args, finish, import_version, run, start
+from gcrace import LOCK, race
+from helpers import document, ensure_args, import_version, run
 from indexserver import IndexServer
 from storecheck import assert_store_whole
 from wheels import make_wheel
 
-LOCK = ("--stale-after", "2", "--heartbeat", "0.4")
 DEPS = ("alpha", "beta", "gamma", "delta")
 ROUNDS = int(os.environ.get("REPOINSTALL_GC_RACE_ROUNDS", "10"))
 #: gc's arguments: thresholds shortened to nothing, or gc's defaults (--older-than 1h, --stale-after 120s).
@@ -40,38 +39,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexServer]:
     server.stop()
 
 
-def _age_store(repo: Path, seconds: float) -> None:
-    """Set every stored distribution's directory back ``seconds`` (its mtime: what gc judges its age by)."""
-    old = time.time() - seconds
-    for stored in (repo / "store").glob("*/*/*"):
-        os.utime(stored, (old, old), follow_symlinks=False)
-
-
 @pytest.mark.parametrize("thresholds", sorted(THRESHOLDS))
 def test_gc_never_fails_an_ensure_composing_from_what_it_takes(
     repo: Path, served: IndexServer, thresholds: str
 ) -> None:
     done = run(*ensure_args(repo, served.url, "many==1.0"))
     assert done.returncode == 0, done.stderr
-    failed: list[str] = []
-    taken = again = 0
-    for _ in range(ROUNDS):
-        removed = run("remove", "many==1.0", "--repo", repo, *LOCK)
-        assert removed.returncode == 0, removed.stderr
-        _age_store(repo, 7200)
-        ensure = start(*ensure_args(repo, served.url, "many==1.0"), "-v")
-        gc = start("gc", "--repo", repo, "--json", *THRESHOLDS[thresholds])
-        code, _, err = finish(ensure)
-        gc_code, gc_out, gc_err = finish(gc)
-        assert gc_code in (0, 1), gc_err  # 1: something kept (its lock held by the ensure), said in the report
-        taken += sum(r["kind"] == "dist" and r["done"] for r in document(gc_out)["removed"])
-        again += "taken out of the store (by gc)" in err
-        if code != 0:
-            failed.append(err.strip().splitlines()[-1] if err.strip() else f"exit {code}")
-    print(f"{thresholds}: {ROUNDS} rounds, {len(failed)} failed ensures, gc took {taken} distributions, {again} "
-          "ensures stored them again")  # fmt: skip
-    assert failed == [], failed
-    assert taken > 0, "gc took nothing: the race never ran"
+    raced = race(repo, "many==1.0", ensure_args(repo, served.url, "many==1.0"), THRESHOLDS[thresholds], ROUNDS)
+    print(f"{thresholds}: {ROUNDS} rounds, {len(raced.failed)} failed ensures, gc took {raced.taken} distributions, "
+          f"{raced.again} ensures stored them again")  # fmt: skip
+    assert raced.failed == [], raced.failed
+    assert raced.taken > 0, "gc took nothing: the race never ran"
     # The tree gc raced is whole, and so is every stored distribution.
     tree = Path(document(run(*ensure_args(repo, served.url, "many==1.0")).stdout)["packages"][0]["path"])
     assert import_version(tree, "beta") == "1"
