@@ -430,7 +430,7 @@ class Repo:
         self._layout.existing_fd()
         named = [tid for tid in (self._chooser.named_tree(r) for r in wanted) if tid is not None] if wanted else None
         every = self._layout.retrying(every_tree, self._layout)
-        hashed: Hashed = {}  # a file the store links into many trees is hashed once
+        hashed = Hashed()  # a file the store links into many trees is hashed once
         trees = [
             self._layout.retrying(verify, self._layout, tid, hashed) for tid in (every if named is None else named)
         ]

@@ -115,13 +115,53 @@ def is_bytecode(relative: str) -> bool:
     return relative.endswith(".pyc") and posixpath.basename(posixpath.dirname(relative)) == "__pycache__"
 
 
-#: Digests already taken by one verify run: (device, inode, size, mtime, ctime, algorithm) -> (digest, size). Trees
-#: composed from the store share their files' inodes: each is hashed once, not once per tree that links it. Any
-#: write to a file changes its ctime (which no call can set back; it ticks at the kernel's coarse clock, and a
-#: stored file's last change is its install or link, long before a verify), so a changed file is hashed again.
-Hashed = dict[tuple[int, int, int, int, int, str], tuple[str, int]]
-#: Past this many entries nothing more is kept (about 100 bytes each): the check stays right, only slower.
-_HASHED_LIMIT = 1 << 20
+class Hashed:
+    """Digests already taken, so that a file is hashed once: its (device, inode, size, mtime, algorithm), and in a
+    verify its ctime too, -> (digest, size).
+
+    * **A verify run** (``Hashed()``): trees composed from the store share their files' inodes, so each is hashed
+      once, not once per tree that links it. Only files with several links are kept (a file with one is met once).
+      Any write to a file changes its ctime (which no call can set back; it ticks at the kernel's coarse clock, and
+      a stored file's last change is its install or link, long before a verify), so a changed file is hashed again.
+    * **One install** (``Hashed(fresh=True)``): what this process wrote into its private staging dir and hashed
+      there (each pyc it compiled, each file of a distribution as it was checked before its publish into the store)
+      is not hashed again when the tree composed of those files' links is verified, moments later. The split's
+      renames, the read-only chmods and the tree's links each change a file's ctime, so it is not in the key: the
+      content of a file changes only with its mtime (or by a deliberate ``utime`` after a write, which the next
+      ``verify`` catches by ctime), and until its publish nobody else can reach it.
+    """
+
+    #: Past this many entries nothing more is kept (about 100 bytes each): the check stays right, only slower.
+    LIMIT = 1 << 20
+
+    def __init__(self, *, fresh: bool = False) -> None:
+        self.fresh = fresh
+        self._known: dict[tuple[int, int, int, int, int, str], tuple[str, int]] = {}
+
+    def _key(self, info: os.stat_result, algorithm: str) -> tuple[int, int, int, int, int, str] | None:
+        if not self.fresh and info.st_nlink < 2:
+            return None
+        ctime = 0 if self.fresh else info.st_ctime_ns
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, ctime, algorithm)
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def get(self, info: os.stat_result, algorithm: str) -> tuple[str, int] | None:
+        """The digest (as RECORD writes it) and size of the file ``info`` describes, if it was hashed so."""
+        key = self._key(info, algorithm)
+        return None if key is None else self._known.get(key)
+
+    def put(self, info: os.stat_result, algorithm: str, known: tuple[str, int]) -> None:
+        key = self._key(info, algorithm)
+        if key is not None and len(self._known) < self.LIMIT:
+            self._known[key] = known
+
+    def remember(self, seen: tuple[int, int, int, int], algorithm: str, known: tuple[str, int]) -> None:
+        """One install's: the digest of a file another of its processes hashed (a bytecode compiler), by the
+        (device, inode, size, mtime in ns) it saw."""
+        if self.fresh and len(self._known) < self.LIMIT:
+            self._known[(*seen, 0, algorithm)] = known
 
 
 def check_tree(
@@ -131,7 +171,7 @@ def check_tree(
 
     One walk of the tree: each recorded file is hashed when the walk reaches it, through its directory's
     descriptor, and only if it is a regular file; a symlink or FIFO where a file was installed is "changed".
-    ``hashed``: digests of hard-linked files taken before in the same run, used again and added to.
+    ``hashed``: digests taken before in the same run (see :class:`Hashed`), used again and added to.
     """
     missing: list[str] = []
     expected: dict[str, tuple[str, str]] = {}  # tree-relative path -> (hash field, size field)
@@ -170,6 +210,16 @@ def check_tree(
 def _matches(dir_fd: int, name: str, hash_field: str, size_field: str, hashed: Hashed | None = None) -> bool:
     """Whether the regular file ``name`` has the recorded hash and size (no hash recorded: it only must exist)."""
     algorithm, _, expected = hash_field.partition("=")
+    if hashed is not None and hash_field:
+        # Hashed already (another tree's link of it, this install's own file): one lstat, no open, no read.
+        try:
+            seen = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        if not stat.S_ISREG(seen.st_mode):
+            return False
+        if (known := hashed.get(seen, algorithm)) is not None:
+            return known[0] == expected and (not size_field or size_field == str(known[1]))
     try:
         digest = hashlib.new(algorithm) if hash_field else None
     except ValueError:
@@ -184,21 +234,51 @@ def _matches(dir_fd: int, name: str, hash_field: str, size_field: str, hashed: H
             return False  # replaced since the listing
         if digest is None:
             return True
-        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, algorithm)
-        known = None if hashed is None or info.st_nlink < 2 else hashed.get(key)
+        known = None if hashed is None else hashed.get(info, algorithm)
         if known is None:
             size = 0
             while chunk := os.read(fd, _CHUNK):
                 digest.update(chunk)
                 size += len(chunk)
             known = record_hash(digest.digest()), size
-            if hashed is not None and info.st_nlink > 1 and len(hashed) < _HASHED_LIMIT:
-                hashed[key] = known
+            if hashed is not None:
+                hashed.put(info, algorithm, known)
     except OSError:
         return False
     finally:
         os.close(fd)
     return known[0] == expected and (not size_field or size_field == str(known[1]))
+
+
+@contextlib.contextmanager
+def hashing_meanwhile(tree: str, hashed: Hashed | None) -> Iterator[None]:
+    """Hash (sha256) the files an installer left in the private dir ``tree`` into ``hashed`` on a thread of its
+    own while the block runs (the bytecode compile: processes on every core, this one waiting), so the checks
+    that follow it find them hashed; it stops when the block ends, done or not. Bytecode and RECORDs, which
+    the compile writes, are left alone; a file changed after it was hashed is hashed again (see :class:`Hashed`)."""
+    if hashed is None or not hashed.fresh:
+        yield
+        return
+    import threading
+
+    done = threading.Event()
+
+    def hash_all() -> None:
+        with contextlib.suppress(OSError), opened(tree) as top:
+            for entry in _walk.walk(top):
+                if done.is_set():
+                    return
+                if entry.kind != _walk.FILE or entry.name.endswith(".pyc") or entry.name == "RECORD":
+                    continue
+                _matches(entry.dir_fd, entry.name, "sha256=", "", hashed)  # hashed and kept; the verdict is not
+
+    worker = threading.Thread(target=hash_all, name="hashing meanwhile", daemon=True)
+    worker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        worker.join()
 
 
 def record_hash(digest: bytes) -> str:

@@ -283,6 +283,15 @@ def _read_regular(parent: int, name: str, limit: int) -> bytes | None:
         os.close(fd)
 
 
+def make_parent(path: str, made: set[str]) -> None:
+    """Make the directory ``path`` goes in (and its parents), unless ``made`` says it was made already: a run of
+    files placed into a private dir makes each directory once, not one failed ``mkdir`` per file and level."""
+    parent = os.path.dirname(path)
+    if parent not in made:
+        os.makedirs(parent, exist_ok=True)
+        made.add(parent)
+
+
 def make_dirs(dir_fd: int, parts: Sequence[str], where: str) -> int:
     """Create (as needed) and open the directory ``parts`` below ``dir_fd``; refuse a symlink or file on the way."""
     fd = _descend(dir_fd, parts, where, create=True)

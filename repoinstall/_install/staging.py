@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .. import _log
 from .._disk import fs as _fs
+from .._disk.dists import Hashed
 from .._disk.identity import TreeId
 from .._disk.layout import OWNER_NOTE, STAGING, TREES, Layout
 from .._disk.owner import owner_note
@@ -39,8 +40,11 @@ class Staging:
     """One install attempt's staging dir. ``with Staging(...) as staging``: made with its note and heartbeat on
     enter; on exit the heartbeat stops and the dir is set aside into trash/ and deleted there."""
 
-    def __init__(self, layout: Layout, tid: TreeId, heartbeat: float) -> None:
+    def __init__(self, layout: Layout, tid: TreeId, heartbeat: float, hashed: Hashed | None = None) -> None:
         self._layout = layout
+        #: What this install hashed of its own files (its pycs, each distribution it checked before storing it):
+        #: the staged tree's verify does not hash them again (see :class:`repoinstall._disk.dists.Hashed`).
+        self.hashed = hashed if hashed is not None else Hashed(fresh=True)
         self._tid = tid
         self._heartbeat = heartbeat
         host = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.uname().nodename)[:40]
@@ -125,7 +129,7 @@ class Staging:
                 raise InstallError(
                     f"{tid}: {built.installer} finished but the staged tree has no {tid.name} {tid.version} dist-info"
                 )
-            if problems := check_tree(tree, dists):
+            if problems := check_tree(tree, dists, hashed=self.hashed):
                 raise InstallError(f"{tid}: staged tree does not match its RECORDs: {problems.summary()}")
             if expected is not None:  # a lock's tree, or one installed from its kept closure
                 from .locked import check_members

@@ -47,7 +47,7 @@ class TreeReport(NamedTuple):
 def verify(layout: Layout, tid: TreeId, hashed: Hashed | None = None) -> TreeReport:
     """Check one tree file by file. Reads only; takes no lock (a published tree never changes). A tree or record
     this process may not read is reported UNREADABLE, naming what and why: the other trees go on. ``hashed``: the
-    digests of files linked from the store, taken while checking other trees of the same run."""
+    hashed of files linked from the store, taken while checking other trees of the same run."""
     try:
         return _verify(layout, tid, hashed)
     except _fs.Unreadable as error:

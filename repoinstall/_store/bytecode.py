@@ -25,9 +25,7 @@ left as it is: compiling a dir twice costs a header read per file.
 
 from __future__ import annotations
 
-import base64
 import csv
-import hashlib
 import io
 import json
 import os
@@ -38,13 +36,15 @@ import time
 from typing import NamedTuple
 
 from .. import _stop
-from .._disk.dists import RECORD_LIMIT, is_bytecode, scan, tree_relative
+from .._disk.dists import RECORD_LIMIT, Hashed, is_bytecode, scan, tree_relative
 
 #: Run by the tree's interpreter: compile each [source, pyc or null (the interpreter's own cache path for it), name
 #: in the tree, optimization level] it is given, unless the pyc is that source's unchecked hash-based pyc already;
-#: print each one's pyc path, or null where it did not compile.
+#: print each one's [pyc path, sha256 as RECORD writes it, size, device, inode, mtime in ns] (the pyc's row, and
+#: what tells the install it hashed that file: see Hashed), or null where it did not compile. The pycs are
+#: read back and hashed here, on every core, not by the install after the compile.
 _COMPILE = """
-import importlib.util, json, py_compile, sys
+import base64, hashlib, importlib.util, json, os, py_compile, sys
 done = []
 for source, pyc, name, level in json.load(sys.stdin):
     try:
@@ -60,7 +60,11 @@ for source, pyc, name, level in json.load(sys.stdin):
         if head != importlib.util.MAGIC_NUMBER + b"\\x01\\x00\\x00\\x00" + digest:
             py_compile.compile(source, cfile=pyc, dfile=name, doraise=True, optimize=level,
                                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-        done.append(pyc)
+        with open(pyc, "rb") as handle:
+            data = handle.read()
+            info = os.fstat(handle.fileno())
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
+        done.append([pyc, digest, len(data), info.st_dev, info.st_ino, info.st_mtime_ns])
     except Exception:
         done.append(None)
 json.dump(done, sys.stdout)
@@ -71,6 +75,26 @@ _TIMEOUT = 600.0
 _PER_PROCESS = 40
 
 
+class _Compiled(NamedTuple):
+    """A pyc a compiling interpreter wrote (or found so), as it reported it."""
+
+    pyc: str
+    digest: str  # sha256, as RECORD writes it
+    size: int
+    device: int
+    inode: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, reported: object) -> _Compiled | None:
+        if not isinstance(reported, list) or len(reported) != 6:
+            return None
+        pyc, digest, *numbers = reported
+        if not isinstance(pyc, str) or not isinstance(digest, str) or not all(type(n) is int for n in numbers):
+            return None
+        return cls(pyc, digest, *numbers)
+
+
 class _Job(NamedTuple):
     source: str  # tree-relative
     pyc: str | None  # tree-relative; ``None``: where the interpreter puts it (level 0)
@@ -79,11 +103,12 @@ class _Job(NamedTuple):
     size: int  # the source's bytes, to share the work out evenly
 
 
-def hash_based(staged: str, python: str, processes: int | None = None) -> int:
+def hash_based(staged: str, python: str, processes: int | None = None, *, hashed: Hashed | None = None) -> int:
     """Compile every recorded source of the distributions an installer put in ``staged`` (a private dir) as an
     unchecked hash-based pyc, with ``python``, on ``processes`` processes (default: one per core this process may
     use), and record each pyc in its distribution's RECORD; how many pycs it wrote or found so. A source that does
-    not compile gets no pyc (the interpreter compiles it in memory on import, as it would any other)."""
+    not compile gets no pyc (the interpreter compiles it in memory on import, as it would any other). Each pyc's
+    digest, taken for its RECORD row, goes into ``hashed``: the install's later checks need not hash it again."""
     records: list[tuple[str, str, list[list[str]]]] = []  # (RECORD's path, its line ending, its rows)
     jobs: list[_Job] = []
     for dist in scan(staged):
@@ -106,21 +131,21 @@ def hash_based(staged: str, python: str, processes: int | None = None) -> int:
         {tree_relative(row[0]) or "": row for row in rows if row} for _, _, rows in records
     ]
     count = 0
-    for job, pyc in zip(jobs, written, strict=True):
-        relative = None if pyc is None else os.path.relpath(pyc, staged).replace(os.sep, "/")
-        if relative is None or relative.startswith("../"):
+    for job, compiled in zip(jobs, written, strict=True):
+        relative = None if compiled is None else os.path.relpath(compiled.pyc, staged).replace(os.sep, "/")
+        if compiled is None or relative is None or relative.startswith("../"):
             if job.pyc is None:
                 _drop_unrecorded(staged, job.source, rows_of[job.record])
             continue
-        with open(os.path.join(staged, relative), "rb") as handle:
-            new = handle.read()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(new).digest()).rstrip(b"=").decode("ascii")
+        if hashed is not None:
+            seen = (compiled.device, compiled.inode, compiled.size, compiled.mtime_ns)
+            hashed.remember(seen, "sha256", (compiled.digest, compiled.size))
         row = rows_of[job.record].get(relative)
         if row is None:  # a new file: its row beside its source's, as an installer lists its bytecode
             row = [_recorded_path(rows_of[job.record], job.source, relative)]
             rows_of[job.record][relative] = row
             records[job.record][2].append(row)
-        row[1:] = [f"sha256={digest}", str(len(new))]
+        row[1:] = [f"sha256={compiled.digest}", str(compiled.size)]
         count += 1
     for record, newline, rows in records:
         out = io.StringIO()
@@ -158,9 +183,9 @@ def _regular_size(staged: str, relative: str) -> int | None:
     return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
-def _compile(staged: str, python: str, jobs: list[_Job], processes: int | None) -> list[str | None]:
+def _compile(staged: str, python: str, jobs: list[_Job], processes: int | None) -> list[_Compiled | None]:
     """Compile ``jobs`` on up to ``processes`` interpreters at once, each given sources of about the same total size;
-    each job's pyc path, or ``None`` (it did not compile, or its interpreter failed: killed, out of memory)."""
+    each job's pyc, or ``None`` (it did not compile, or its interpreter failed: killed, out of memory)."""
     wanted = processes or _cores()
     count = max(1, min(wanted, len(jobs) // _PER_PROCESS or 1))
     shares: list[list[int]] = [[] for _ in range(count)]
@@ -170,7 +195,7 @@ def _compile(staged: str, python: str, jobs: list[_Job], processes: int | None) 
         shares[lightest].append(number)
         loads[lightest] += jobs[number].size + 1
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}, "PYTHONHASHSEED": "0"}
-    written: list[str | None] = [None] * len(jobs)
+    written: list[_Compiled | None] = [None] * len(jobs)
     running: list[tuple[list[int], subprocess.Popen[bytes]]] = []
     try:
         for share in shares:
@@ -196,8 +221,8 @@ def _compile(staged: str, python: str, jobs: list[_Job], processes: int | None) 
                 done = None
             if not isinstance(done, list) or len(done) != len(share):
                 continue  # its jobs have no pyc (what it wrote, no RECORD lists: see hash_based)
-            for n, pyc in zip(share, done, strict=True):
-                written[n] = pyc if isinstance(pyc, str) else None
+            for n, reported in zip(share, done, strict=True):
+                written[n] = _Compiled.of(reported)
         _stop.check()  # killed by a stop: the install stops, as after its installer's run
     finally:
         for _, proc in running:

@@ -51,6 +51,7 @@ def compose(tree: str, dists: Sequence[tuple[str, str]]) -> Composed:
     :class:`Taken` when a stored dir is not at its path (any more): the caller stores it again and composes anew
     (:mod:`repoinstall._install.fill.compose`)."""
     written: dict[str, str] = {}
+    parents: set[str] = set()
     linked = copied = copied_bytes = 0
     for what, stored in dists:
         try:
@@ -65,7 +66,7 @@ def compose(tree: str, dists: Sequence[tuple[str, str]]) -> Composed:
                 if first != what:
                     raise InstallError(f"{first} and {what} both write {entry.path}: one tree cannot hold both")
                 source, target = os.path.join(stored, entry.path), os.path.join(tree, entry.path)
-                os.makedirs(os.path.dirname(target), exist_ok=True)
+                _fs.make_parent(target, parents)
                 if entry.kind == _walk.LINK:
                     os.symlink(os.readlink(source), target)  # a link the installer made, as it made it
                     continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from .._disk import fs as _fs
 from .._disk import walk as _walk
 from .._disk.dists import Dist, is_bytecode, record_rows, scan, tree_relative
 from .._errors import InstallError
@@ -61,13 +62,38 @@ def split(combined: str, destination: str) -> dict[str, str]:
     made = {dist.dist_info: os.path.join(destination, dist.dist_info) for dist in dists}
     for path in made.values():
         os.makedirs(path)
-    for relative, dist in moves:
+    parents: set[str] = set(made.values())
+    for relative, dist in _whole_dirs(moves):
         target = os.path.join(made[dist.dist_info], relative)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        _fs.make_parent(target, parents)
         os.rename(os.path.join(combined, relative), target)
     for dist in dists:
         _without_history(made[dist.dist_info], dist.dist_info)
     return made
+
+
+def _whole_dirs(moves: list[tuple[str, Dist]]) -> list[tuple[str, Dist]]:
+    """``moves`` (each file and its distribution) with every directory whose files all belong to one distribution
+    moved as one (its topmost such directory: ``numpy/``, ``numpy-2.4.6.dist-info/``), and each other file alone (a
+    namespace package's directory that two distributions share, a top-level module): one rename per directory, not
+    one per file and a ``mkdir`` per directory."""
+    owner: dict[str, Dist | None] = {}  # each directory holding files: their one distribution, or None: several
+    for relative, dist in moves:
+        parts = relative.split("/")
+        for depth in range(1, len(parts)):
+            directory = "/".join(parts[:depth])
+            if owner.setdefault(directory, dist) is not dist:
+                owner[directory] = None
+    whole: dict[str, Dist] = {}
+    alone: list[tuple[str, Dist]] = []
+    for relative, dist in moves:
+        parts = relative.split("/")
+        top = next((d for depth in range(1, len(parts)) if owner[d := "/".join(parts[:depth])] is dist), None)
+        if top is None:
+            alone.append((relative, dist))
+        else:
+            whole[top] = dist
+    return [*whole.items(), *alone]
 
 
 #: What an installer writes into a dist-info about how it was asked, not what the distribution is: a URL it was

@@ -12,7 +12,7 @@ import errno
 import os
 
 from .._disk import fs as _fs
-from .._disk.dists import check_tree, scan
+from .._disk.dists import Hashed, check_tree, scan
 from .._disk.layout import Layout
 from .._disk.publish import publish as _publish
 from .identity import DistId
@@ -38,12 +38,13 @@ def present(layout: Layout, dist: DistId) -> bool:
         raise _fs.denied(layout.root, error, dist.parts()) from None
 
 
-def check(staged: str, dist: DistId) -> str | None:
-    """Why the staged dir is not ``dist`` whole (``None`` if it is): its dist-info names it, its RECORD matches."""
+def check(staged: str, dist: DistId, hashed: Hashed | None = None) -> str | None:
+    """Why the staged dir is not ``dist`` whole (``None`` if it is): its dist-info names it, its RECORD matches.
+    ``hashed``: what the install that staged it hashed of its files already, and where what is hashed here goes."""
     found = scan(staged)
     if not any(dist.names(d.name, d.version) for d in found) or len(found) != 1:
         return f"{dist}: the staged dir holds {', '.join(d.dist_info for d in found) or 'no dist-info'}"
-    problems = check_tree(staged, found)
+    problems = check_tree(staged, found, hashed=hashed)
     return f"{dist}: {problems.summary()}" if problems else None
 
 

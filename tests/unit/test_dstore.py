@@ -40,6 +40,25 @@ def test_one_run_is_split_into_one_dir_per_distribution(tmp_path: Path, wheels: 
     assert not [p for p in combined.rglob("*") if p.is_file()]  # every file moved, none left behind
 
 
+def test_a_directory_two_distributions_share_is_split_file_by_file(tmp_path: Path) -> None:
+    """A namespace package's directory holds two distributions' files: each goes to its own distribution, while a
+    directory one distribution owns whole (its package, its dist-info) moves as one, with what it holds."""
+    ns_a = make_wheel(tmp_path, "ns-a", "1.0", more={"ns/a/__init__.py": b"A = 1\n", "ns/a/deep/x.py": b"X = 1\n"})
+    ns_b = make_wheel(tmp_path, "ns-b", "1.0", more={"ns/b/__init__.py": b"B = 1\n", "ns/shared.txt": b"b\n"})
+    combined = tmp_path / "combined"
+    pip_target(combined, ns_a, ns_b)
+    made = split(str(combined), str(tmp_path / "split"))
+    a, b = Path(made["ns_a-1.0.dist-info"]), Path(made["ns_b-1.0.dist-info"])
+    files = {
+        side: sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        for side, root in (("a", a), ("b", b))
+    }  # fmt: skip
+    assert [f for f in files["a"] if f.startswith("ns/")] == ["ns/a/__init__.py", "ns/a/deep/x.py"]
+    assert [f for f in files["b"] if f.startswith("ns/")] == ["ns/b/__init__.py", "ns/shared.txt"]
+    assert (a / "ns_a" / "__init__.py").is_file() and (a / "ns_a-1.0.dist-info" / "RECORD").is_file()
+    assert not [p for p in combined.rglob("*") if not p.is_dir()]  # every file moved, none left behind
+
+
 def test_trees_composed_from_the_store_share_every_file(tmp_path: Path, wheels: dict[str, Path]) -> None:
     combined = tmp_path / "combined"
     pip_target(combined, *wheels.values())

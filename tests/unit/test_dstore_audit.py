@@ -88,7 +88,7 @@ def test_a_file_linked_into_many_trees_is_hashed_once_per_run_and_again_once_cha
     trees = [tmp_path / "one", tmp_path / "two"]
     for tree in trees:
         compose(str(tree), [("alpha", str(path))])
-    hashed: Hashed = {}
+    hashed = Hashed()
     assert not check_tree(str(trees[0]), scan(str(trees[0])), hashed=hashed)
     linked = len(hashed)
     assert linked > 3  # every recorded file with a hash: each a link of the store's
@@ -101,3 +101,25 @@ def test_a_file_linked_into_many_trees_is_hashed_once_per_run_and_again_once_cha
         changing.write(b"#" if first != b"#" else b" ")
     for tree in trees:
         assert check_tree(str(tree), scan(str(tree)), hashed=hashed).changed == ("alpha/__init__.py",)
+
+
+def test_an_install_hashes_its_own_files_once_whatever_links_and_chmods_followed(
+    stored: tuple[Layout, DistId, Path], tmp_path: Path
+) -> None:
+    """One install's memo: a file checked before its publish is not hashed again in the tree of its links (which
+    change its ctime), but a write to it (a new mtime) is hashed again and found."""
+    _, _, path = stored
+    fresh = Hashed(fresh=True)
+    assert not check_tree(str(path), scan(str(path)), hashed=fresh)
+    checked = len(fresh)
+    assert checked > 3  # every recorded file with a hash, each with one link when it was checked
+    tree = tmp_path / "tree"
+    compose(str(tree), [("alpha", str(path))])
+    os.chmod(path / "alpha" / "__init__.py", 0o444)
+    assert not check_tree(str(tree), scan(str(tree)), hashed=fresh)
+    assert len(fresh) == checked  # linked and chmodded since: nothing hashed again
+    module = path / "alpha" / "__init__.py"
+    os.chmod(module, 0o644)
+    time.sleep(0.05)  # past the kernel's coarse timestamp tick
+    module.write_bytes(b"#" * module.stat().st_size)  # in place, the same size: a new mtime
+    assert check_tree(str(tree), scan(str(tree)), hashed=fresh).changed == ("alpha/__init__.py",)

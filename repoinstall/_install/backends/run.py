@@ -13,13 +13,16 @@ import os
 import re
 import subprocess
 import time
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ... import _stop
 from ..._disk.manifest import Artifact
 from ..._errors import ArtifactGone, InstallError, Interrupted
 from ..._options import InstallOptions
 from ..._requirements import Requested
+
+if TYPE_CHECKING:
+    from ..._disk.dists import Hashed
 
 _TAIL_LINES = 12
 #: In the scratch dir: a pinned install's requirements file, one line per pin.
@@ -66,7 +69,15 @@ def backend(name: str) -> Backend:
     return PIP
 
 
-def install(options: InstallOptions, target: str, requested: Requested, pin: str, scratch: str, what: str) -> Built:
+def install(
+    options: InstallOptions,
+    target: str,
+    requested: Requested,
+    pin: str,
+    scratch: str,
+    what: str,
+    hashed: Hashed | None = None,
+) -> Built:
     """Install ``pin`` into the empty ``target``; :class:`InstallError` with the installer's last lines if it fails.
     A pinned install (``requested.locked``) installs its pins, ``pin`` unused: their requirements file is written
     here, the one place their lines are rendered.
@@ -116,9 +127,11 @@ def install(options: InstallOptions, target: str, requested: Requested, pin: str
     )
     chosen.settle(target)
     # Bytecode, once, on every core: valid wherever its files land (a layer, a mount), the same from any repo.
+    from ..._disk.dists import hashing_meanwhile
     from ..._store.bytecode import hash_based
 
-    hash_based(target, options.python)
+    with hashing_meanwhile(target, hashed):  # what the store's check will hash, hashed while the compile runs
+        hash_based(target, options.python, hashed=hashed)
     artifacts = chosen.closure(target, requested, scratch)
     if requested.locked:
         # What a pinned install was told to take, for what the installer did not report itself.

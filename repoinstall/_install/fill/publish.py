@@ -28,6 +28,7 @@ from ..._store.split import split
 from ..._store.strays import clear
 
 if TYPE_CHECKING:
+    from ..._disk.dists import Hashed
     from ..._disk.layout import Layout
     from ..._disk.manifest import Artifact
     from ..._disk.pin import Pin
@@ -53,24 +54,26 @@ def identify(
 
 
 def into_store(
-    layout: Layout, target: str, scratch: str, dists: Sequence[DistId]
+    layout: Layout, target: str, scratch: str, dists: Sequence[DistId], hashed: Hashed | None = None
 ) -> tuple[dict[DistId, str], list[DistId]]:
     """Split an installer's run at ``target`` by RECORD (into ``scratch``) and publish each of ``dists`` the store
-    does not hold whole; where each one's split dir was (gone once published), and those this call published."""
+    does not hold whole; where each one's split dir was (gone once published), and those this call published.
+    ``hashed``: what the install hashed of its own files, kept and added to (see :func:`publish`)."""
     made = split(target, os.path.join(scratch, "split"))
     staged = {dist: _staged_of(made, dist) for dist in dists}
     stored = []
     for dist in dists:
         if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
-            publish(layout, dist, staged[dist])
+            publish(layout, dist, staged[dist], hashed)
             stored.append(dist)
     return staged, stored
 
 
-def publish(layout: Layout, dist: DistId, staged: str) -> None:
+def publish(layout: Layout, dist: DistId, staged: str, hashed: Hashed | None = None) -> None:
     """Check the staged dir is ``dist`` whole, make it read-only, and rename it into the store (a peer's, there
-    first, is the same artifact's files: ours is dropped with the scratch dir)."""
-    if (problem := _store.check(staged, dist)) is not None:
+    first, is the same artifact's files: ours is dropped with the scratch dir). ``hashed``: what this install
+    hashed of its own files (its pycs), used, and each file's digest taken here added, for the tree's verify."""
+    if (problem := _store.check(staged, dist, hashed)) is not None:
         raise InstallError(problem)
     read_only(staged)
     clear(layout, dist, locking=False)  # a stray at its path (set aside), or a symlink (refused)

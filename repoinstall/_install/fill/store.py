@@ -37,6 +37,7 @@ from .plan import distinct
 from .publish import into_store, unpack_own
 
 if TYPE_CHECKING:
+    from ..._disk.dists import Hashed
     from ..._disk.layout import Layout
     from ..._lock.locks import TreeLocks
     from ..backends.run import Built
@@ -54,10 +55,11 @@ def store_missing(
     scratch: str,
     what: str,
     checked: Collection[DistId] = (),
+    hashed: Hashed | None = None,
 ) -> tuple[list[DistId], Built | None]:
     """Make every distribution of ``planned`` (each with its pin) stored; those this call installed, and
     its last installer run (``None`` if it needed none). ``checked``: those this process stored or hashed whole
-    moments ago (its batch did, see :mod:`.batch`)."""
+    moments ago (its batch did, see :mod:`.batch`); ``hashed``: where what the install hashes is kept."""
     for dist, _ in planned:
         # Before any installer runs: a symlink or file where its directories belong refused, a stray at its path
         # (a file, a FIFO: nothing the store makes) set aside, so what the installer makes can be published.
@@ -84,7 +86,7 @@ def store_missing(
                 if held.peer_finished or _store.present(layout, dist):
                     continue  # a peer stored it while we waited (the same artifact's files)
                 mine.append((dist, pin))
-            built = install_now(layout, options, mine, os.path.join(scratch, f"store-{turn}"), what) or built
+            built = install_now(layout, options, mine, os.path.join(scratch, f"store-{turn}"), what, hashed) or built
             installed += [dist for dist, _ in mine]
         todo = [(dist, pin) for dist, pin in todo if not _store.present(layout, dist)]
     if todo:
@@ -101,6 +103,7 @@ def install_now(
     mine: Sequence[tuple[DistId, Pin]],
     scratch: str,
     what: str,
+    hashed: Hashed | None = None,
 ) -> Built | None:
     """Store ``mine`` now, whoever holds their locks (the caller does, or goes without): the installer's runs
     first, then a set's or lock's own metapackage, so an installer that fails (a hash that does not match) stores
@@ -110,7 +113,7 @@ def install_now(
     others = [(d, pin) for d, pin in mine if not kind_of(d.name).own_metapackage]
     built = None
     for number, group in enumerate(_runs(others)):
-        built = _install(layout, options, group, f"{scratch}-{number}", what)
+        built = _install(layout, options, group, f"{scratch}-{number}", what, hashed)
     for dist, pin in own:
         # A set's or lock's own metapackage, a wheel made here of metadata alone: unpacked, no installer.
         unpack_own(layout, dist, pin, f"{scratch}-own-{dist.name}")
@@ -137,6 +140,7 @@ def _install(
     mine: Sequence[tuple[DistId, Pin]],
     scratch: str,
     what: str,
+    hashed: Hashed | None,
 ) -> Built:
     """One installer run of ``mine`` into a private dir, then each distribution published into the store."""
     from ..backends.run import install
@@ -145,6 +149,6 @@ def _install(
     combined = os.path.join(scratch, "combined")
     batch = Requested(what, "repoinstall-store", (), Version("1"), source="store", locked=tuple(p for _, p in mine))
     _log.logger().debug("%s: installing %d distribution(s) into the store", what, len(mine))
-    built = install(options, combined, batch, "", scratch, what)
-    into_store(layout, combined, scratch, [dist for dist, _ in mine])
+    built = install(options, combined, batch, "", scratch, what, hashed)
+    into_store(layout, combined, scratch, [dist for dist, _ in mine], hashed)
     return built

@@ -26,6 +26,7 @@ from ..._store.identity import DistId
 from .plan import plan
 
 if TYPE_CHECKING:
+    from ..._disk.dists import Hashed
     from ..._disk.identity import TreeId
     from ..._disk.layout import Layout
     from ..._lock.locks import TreeLocks
@@ -62,14 +63,16 @@ def fill(
             pins = all_pins(tid, requested, staging.scratch_file)
     if pins and (planned := plan(tid.env, pins)) is not None:
         # Every artifact known by its hash: what the store lacks is installed, the tree composed.
-        return build(layout, locks, options, tid, requested, planned, staging.target, staging.tmp, checked)
+        return build(
+            layout, locks, options, tid, requested, planned, staging.target, staging.tmp, checked, staging.hashed
+        )
     if pins:
         requested, pin = requested._replace(locked=tuple(pins)), ""  # the backend writes the pins' file
     elif requested.members:
         pin = staging.scratch_file(*wheel(tid, requested.members))
     else:
         pin = tid.pin
-    built = install(options, staging.target, requested, pin, staging.tmp, str(tid))
+    built = install(options, staging.target, requested, pin, staging.tmp, str(tid), staging.hashed)
     # Its distributions into the store, each once per repo; the tree composed of them.
     return built, store_installed(layout, locks, options, tid, staging, built) or 0
 
@@ -84,9 +87,11 @@ def build(
     target: str,
     scratch: str,
     checked: Collection[DistId] = (),
+    hashed: Hashed | None = None,
 ) -> tuple[Built, int]:
     """Compose the tree ``tid`` at ``target`` from the store, installing what it lacks first (see
-    :mod:`.store`); what built it, and how many distributions this call installed into the store."""
+    :mod:`.store`); what built it, and how many distributions this call installed into the store. ``hashed``:
+    where the install keeps what it hashed of its own files (see :class:`repoinstall._disk.dists.Hashed`)."""
     from ..backends.run import Built as _Built
     from ..backends.run import backend
     from ..locked import artifacts_of, check_planned
@@ -95,7 +100,7 @@ def build(
 
     if tid.kind is TreeKind.LOCKED:  # before anything is stored: else its own metapackage would be, for nothing
         check_planned(tid, requested.members, [dist for dist, _ in planned])
-    installed, built = store_missing(layout, locks, options, planned, scratch, str(tid), checked)
+    installed, built = store_missing(layout, locks, options, planned, scratch, str(tid), checked, hashed)
     if not installed:
         _log.logger().info("%s: every distribution is in the store; composing it", tid)
     pins = dict(planned)
@@ -136,7 +141,7 @@ def store_installed(
     if found is None:
         return None
     artifacts = dict(found)
-    staged, stored = into_store(layout, target, scratch, list(artifacts))
+    staged, stored = into_store(layout, target, scratch, list(artifacts), staging.hashed)
     os.rename(target, os.path.join(scratch, "emptied"))  # only directories are left in it
 
     def restore(gone: Sequence[DistId], where: str) -> None:
@@ -144,7 +149,7 @@ def store_installed(
         fetch = []
         for dist in gone:
             if os.path.isdir(staged[dist]):
-                publish(layout, dist, staged[dist])
+                publish(layout, dist, staged[dist], staging.hashed)
                 continue
             artifact = artifacts[dist]
             if not artifact.url:
