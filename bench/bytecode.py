@@ -164,6 +164,11 @@ def main() -> None:
         ratio = median[("repoinstall", installer)][0] / median[("bare", installer)][0]
         verdict = "ok" if ratio <= target else "MISSED"
         print(f"repoinstall with {installer} / bare {installer}: {ratio:.2f}x (target <= {target:.1f}: {verdict})")
+        # Each round's pair ran back to back: their ratios show how far the machine's drift moves the verdict's.
+        ours, theirs = runs[("repoinstall", installer)], runs[("bare", installer)]
+        pairs = [r / b for (r, _), (b, _) in zip(ours, theirs, strict=True)]
+        shown = " ".join(f"{pair:.2f}" for pair in pairs)
+        print(f"  each round's own ratio: {shown} (median {statistics.median(pairs):.2f})")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ from an index on 127.0.0.1 that holds every download for half a second, and a lo
 running until the last pod exits. A sentinel directory beside the repo holds files gc must never touch.
 One more pod per tree is SIGKILLed mid-install, leaving a dead staging dir for gc to find among the live ones.
 Printed per round: installs, installs that failed, pods killed, gc runs, staging dirs gc removed (the killed
-pods'), published trees left empty or failing `verify`, and files deleted outside the repo.
-Target: 0 failed, staging removed = killed, 0 trees not ok, 0 deleted outside.
+pods'), dead pods' dirs left after the last gc (in staging/ or trash/), published trees left empty or failing
+`verify`, and files deleted outside the repo.
+Target: 0 failed, 0 dead left, 0 trees not ok, 0 deleted outside. Staging removed is at most killed: a pod killed
+just as it set its dir aside into trash/ leaves it there, and gc empties trash/ as trash.
 """
 
 from __future__ import annotations
@@ -85,12 +87,16 @@ def one_round(work: Path, index: IndexServer, pods_per_tree: int) -> dict[str, i
     trees = json.loads(verified.stdout)["trees"] if verified.stdout.strip() else []
     emptied = sum(1 for t in trees if t["status"] != "ok") + (len(TREES) - len(trees))
     left_outside = len(list(outside.iterdir()))
+    # What the last gc left of dead pods: their staging dirs, or what a pod killed as it set its dir aside left in
+    # trash/ (gc reports that one as trash, not as staging).
+    dead_left = sum(1 for _ in (repo / "staging").glob("*/*")) + sum(1 for _ in (repo / "trash").iterdir())
     return {
         "installs": len(codes),
         "failed": sum(1 for code in codes if code != 0),
         "killed": len(killed),
         "gc runs": gc_runs,
         "staging removed": removed_staging,
+        "dead left": dead_left,
         "trees not ok": emptied,
         "deleted outside": 20 - left_outside,
     }

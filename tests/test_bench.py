@@ -72,7 +72,8 @@ def test_gc_race_benchmark_runs_and_gc_takes_only_dead_staging_dirs() -> None:
     header, row = (line.split(" | ") for line in done.stdout.splitlines()[-2:])
     figures = dict(zip(header, row, strict=True))
     assert figures["failed"] == figures["trees not ok"] == figures["deleted outside"] == "0", done.stdout
-    assert figures["staging removed"] == figures["killed"] != "0", done.stdout
+    assert figures["dead left"] == "0" != figures["killed"], done.stdout
+    assert int(figures["staging removed"]) <= int(figures["killed"]), done.stdout
 
 
 def test_nfs_benchmark_counts_operations_on_kernel_nfs() -> None:
