@@ -422,21 +422,14 @@ def write_atomic(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE) -> 
         # The create is inside the try that removes the file by name. A signal handler's exception (SIGTERM's
         # SystemExit, Ctrl-C) comes at the earliest as the os.open call ends (CPython runs handlers between
         # bytecodes, never inside the call once its openat succeeded): already within this try, so the file is
-        # removed. The window left is that exception arriving before the descriptor is bound to ``fd`` and the
-        # inner try is entered: then the descriptor alone is not closed here (the exiting process closes it).
+        # removed. The window left is that exception arriving before the descriptor is bound to ``fd`` and
+        # _write_all's try is entered: then the descriptor alone is not closed here (the exiting process closes it).
         try:
             fd = os.open(tmp, _CREATE_FLAGS, mode, dir_fd=dir_fd)
         except OSError:
             created = False  # O_EXCL: nothing was created, and whatever is at ``tmp`` is not ours to remove
             raise
-        try:
-            set_group_mode(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_all(fd, data, mode)
         try:
             os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except OSError as error:
@@ -450,6 +443,18 @@ def write_atomic(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE) -> 
         raise
 
 
+def _write_all(fd: int, data: bytes, mode: int) -> None:
+    """Give the new file ``fd`` its mode and all of ``data``, on disk before it is named (fsync), and close it."""
+    try:
+        set_group_mode(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_once(dir_fd: int, name: str, data: bytes) -> bool:
     """Write ``name`` in ``dir_fd`` if nobody has: a temporary file, then one hard link to ``name``. ``False`` if
     ``name`` was there (a peer's write won; read theirs). Readers see all of it or none, and a second writer never
@@ -458,14 +463,7 @@ def write_once(dir_fd: int, name: str, data: bytes) -> bool:
     tmp = f".{name}.{os.urandom(6).hex()}.tmp"
     fd = os.open(tmp, _CREATE_FLAGS, FILE_MODE, dir_fd=dir_fd)
     try:
-        try:
-            set_group_mode(fd, FILE_MODE)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_all(fd, data, FILE_MODE)
         try:
             os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
             return True

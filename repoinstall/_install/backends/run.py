@@ -22,7 +22,10 @@ from ..._options import InstallOptions
 from ..._requirements import Requested
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..._disk.dists import Hashed
+    from ..._disk.pin import Pin
 
 _TAIL_LINES = 12
 #: In the scratch dir: a pinned install's requirements file, one line per pin.
@@ -73,14 +76,14 @@ def install(
     options: InstallOptions,
     target: str,
     requested: Requested,
-    pin: str,
+    pin: str | None,
     scratch: str,
     what: str,
     hashed: Hashed | None = None,
 ) -> Built:
     """Install ``pin`` into the empty ``target``; :class:`InstallError` with the installer's last lines if it fails.
-    A pinned install (``requested.locked``) installs its pins, ``pin`` unused: their requirements file is written
-    here, the one place their lines are rendered.
+    A pinned install (``requested.locked``) installs its pins and takes no ``pin``: their requirements file is
+    written here, the one place their lines are rendered.
 
     ``scratch`` is the staging dir's private temporary directory: the installer's builds and downloads go there
     (``TMPDIR``), on the repo's filesystem, removed with the staging dir and visible to gc if it is killed."""
@@ -90,7 +93,9 @@ def install(
     config = index_config(options)
     sources = (*config.index_urls, *config.find_links)
     copies: dict[str, str] = {}
-    if requested.locked:
+    if requested.locked or pin is None:
+        if not requested.locked or pin is not None:
+            raise ValueError(f"{what}: a pinned install takes its pins, and only they, as pins")
         # What the installer reads is the lock's local file as checked, not whatever stands at its name now.
         from dataclasses import replace
 
@@ -151,6 +156,17 @@ def install(
         own = canonicalize_name(requested.name)
         artifacts = tuple(a._replace(url="") if canonicalize_name(a.name) == own else a for a in artifacts)
     return Built(chosen.name, chosen.version(), artifacts)
+
+
+def install_pins(
+    options: InstallOptions, target: str, pins: Sequence[Pin], scratch: str, what: str, hashed: Hashed | None = None
+) -> Built:
+    """Install exactly ``pins`` (each one artifact with its hashes, ``--no-deps``, hashes required) into the empty
+    ``target``: the store's own run of what it lacks, no tree's request."""
+    from packaging.version import Version
+
+    request = Requested(what, "repoinstall-store", (), Version("1"), source="store", locked=tuple(pins))
+    return install(options, target, request, None, scratch, what, hashed)
 
 
 def run(

@@ -20,14 +20,11 @@ import os
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
-from packaging.version import Version
-
 from ... import _log
 from ..._disk.identity import kind_of
 from ..._disk.pin import Pin
 from ..._errors import InstallError
 from ..._options import InstallOptions
-from ..._requirements import Requested
 from ..._store import store as _store
 from ..._store.audit import fit
 from ..._store.identity import DistId
@@ -143,12 +140,11 @@ def _install(
     hashed: Hashed | None,
 ) -> Built:
     """One installer run of ``mine`` into a private dir, then each distribution published into the store."""
-    from ..backends.run import install
+    from ..backends.run import install_pins
 
     os.makedirs(scratch)
     combined = os.path.join(scratch, "combined")
-    batch = Requested(what, "repoinstall-store", (), Version("1"), source="store", locked=tuple(p for _, p in mine))
     _log.logger().debug("%s: installing %d distribution(s) into the store", what, len(mine))
-    built = install(options, combined, batch, "", scratch, what, hashed)
+    built = install_pins(options, combined, [pin for _, pin in mine], scratch, what, hashed)
     into_store(layout, combined, scratch, [dist for dist, _ in mine], hashed)
     return built

@@ -67,7 +67,7 @@ def fill(
             layout, locks, options, tid, requested, planned, staging.target, staging.tmp, checked, staging.hashed
         )
     if pins:
-        requested, pin = requested._replace(locked=tuple(pins)), ""  # the backend writes the pins' file
+        requested, pin = requested._replace(locked=tuple(pins)), None  # the backend writes the pins' file
     elif requested.members:
         pin = staging.scratch_file(*wheel(tid, requested.members))
     else:
