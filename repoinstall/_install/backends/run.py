@@ -93,9 +93,9 @@ def install(
     config = index_config(options)
     sources = (*config.index_urls, *config.find_links)
     copies: dict[str, str] = {}
-    if requested.locked or pin is None:
-        if not requested.locked or pin is not None:
-            raise ValueError(f"{what}: a pinned install takes its pins, and only they, as pins")
+    if bool(requested.locked) != (pin is None):
+        raise ValueError(f"{what}: a pinned install takes its pins and no requirement; any other, a requirement")
+    if pin is None:
         # What the installer reads is the lock's local file as checked, not whatever stands at its name now.
         from dataclasses import replace
 
