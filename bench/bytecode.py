@@ -5,7 +5,7 @@
 Locks PACKAGE... (default: numpy pandas) with ``pip lock`` from this machine's local package sources only: the
 ``file:`` indexes and find-links directories its pip configuration names (``--index-url``/``--find-links`` to
 choose others), so every artifact is a local file and no download is timed; then, round after round, interleaved,
-each into a new directory with an empty cache:
+each into a new directory with an empty cache (odd rounds run each pair's bare installer first):
 
 * ``repoinstall ensure -r pylock.toml`` with pip, then bare ``pip install --target --compile`` of the same pins;
 * ``repoinstall ensure -r pylock.toml`` with uv, then bare ``uv pip install --target --compile-bytecode``.
@@ -114,7 +114,7 @@ def bare_once(requirements: Path, work: Path, installer: str) -> tuple[float, fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round of the small fleet set (for CI)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--index-url", action="append", default=[], help="a local index (repeatable)")
     parser.add_argument("--find-links", action="append", default=[], help="a local directory (repeatable)")
     parser.add_argument("packages", nargs="*", default=["numpy", "pandas"])
@@ -136,17 +136,21 @@ def main() -> None:
         if remote := [line.split(" @ ")[0] for line in lines if " @ file:" not in line]:
             sys.exit(f"not local files: {', '.join(remote)} (every artifact must be local: no download is timed)")
         count = len(lines)
-        print(f"{machine()}; {rounds} round(s), interleaved, medians; {what} from a lock: {count} distributions, cold")
+        order = "interleaved, each side first in every other round"
+        print(f"{machine()}; {rounds} round(s), {order}, medians; {what} from a lock: {count} distributions, cold")
         print("the lock: " + ", ".join(line.split(" --hash=")[0].rsplit("/", 1)[1] for line in lines))
         for round_ in range(rounds):
             for installer in ("pip", "uv"):
                 work = Path(tmp, f"{round_}-{installer}")
-                runs.setdefault(("repoinstall", installer), []).append(
-                    repoinstall_once(lock, places, work / "r", installer)
-                )
-                runs.setdefault(("bare", installer), []).append(
-                    bare_once(Path(tmp, "requirements.txt"), work / "b", installer)
-                )
+                # Odd rounds run the bare installer first: a machine that speeds up or slows down over the rounds
+                # favours neither side (each side runs first and second equally often).
+                for side in ("bare", "repoinstall") if round_ % 2 else ("repoinstall", "bare"):
+                    ran = (
+                        repoinstall_once(lock, places, work / "r", installer)
+                        if side == "repoinstall"
+                        else bare_once(Path(tmp, "requirements.txt"), work / "b", installer)
+                    )
+                    runs.setdefault((side, installer), []).append(ran)
     median = {
         key: (statistics.median(s for s, _ in found), statistics.median(c for _, c in found))
         for key, found in runs.items()

@@ -10,6 +10,13 @@ from ._errors import InvalidInput
 _SCHEMES = ("http", "https", "file")
 
 
+def file_path(url: str) -> str:
+    """The local path a ``file:`` URL names (its path part, percent-decoded), as ``urllib.request.url2pathname``
+    makes it on POSIX, without importing ``urllib.request`` (and, through it, ``http.client`` and ``ssl``) on
+    every command that reads a lock of local files."""
+    return urllib.parse.unquote(urllib.parse.urlsplit(url).path)
+
+
 def without_credentials(url: str) -> str:
     """The URL as a record keeps it: no userinfo (user, password or token) and no fragment."""
     try:

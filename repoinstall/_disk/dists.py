@@ -69,12 +69,14 @@ def scan(tree: int | str) -> list[Dist]:
 class RecordProblems:
     """What a RECORD check found wrong: files missing, files whose hash, size or kind differs, files nobody
     recorded. ``bytecode`` lists unrecorded ``__pycache__/*.pyc`` files (a worker that ran ``python -O`` on a
-    writable mount writes ``*.opt-1.pyc``): reported, but they do not make a tree wrong."""
+    writable mount writes ``*.opt-1.pyc``): reported, but they do not make a tree wrong. ``size``: the bytes of
+    the recorded files that matched (of a tree with no problems, every regular file's: what it takes on disk)."""
 
     missing: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()
     bytecode: tuple[str, ...] = ()
+    size: int = 0
 
     def __bool__(self) -> bool:
         return bool(self.missing or self.changed or self.extra)
@@ -187,11 +189,15 @@ def check_tree(
         changed: list[str] = []
         found_extra: list[str] = []
         bytecode: list[str] = []
+        size = 0
         for entry in _walk.walk(fd):
             fields = expected.pop(entry.path, None)
             if fields is not None:
-                if entry.kind != _walk.FILE or not _matches(entry.dir_fd, entry.name, *fields, hashed):
+                matched = _matches(entry.dir_fd, entry.name, *fields, hashed) if entry.kind == _walk.FILE else None
+                if matched is None:
                     changed.append(entry.path)
+                else:
+                    size += matched
             elif entry.kind == _walk.DIR:
                 changed.append(f"{entry.path}/ (nested deeper than {_walk.MAX_DEPTH} levels)")
             elif is_bytecode(entry.path) and entry.kind == _walk.FILE:
@@ -203,37 +209,38 @@ def check_tree(
     # RECORD lists itself without a hash; a recorded path the walk never reached (under a symlink, say) is missing.
     missing += sorted(expected)
     return RecordProblems(
-        tuple(missing), tuple(changed), tuple(found_extra) if extra else (), tuple(bytecode) if extra else ()
+        tuple(missing), tuple(changed), tuple(found_extra) if extra else (), tuple(bytecode) if extra else (), size
     )
 
 
-def _matches(dir_fd: int, name: str, hash_field: str, size_field: str, hashed: Hashed | None = None) -> bool:
-    """Whether the regular file ``name`` has the recorded hash and size (no hash recorded: it only must exist)."""
+def _matches(dir_fd: int, name: str, hash_field: str, size_field: str, hashed: Hashed | None = None) -> int | None:
+    """The size of the regular file ``name`` if it has the recorded hash and size (no hash recorded: it only must
+    exist); ``None`` if it does not."""
     algorithm, _, expected = hash_field.partition("=")
     if hashed is not None and hash_field:
         # Hashed already (another tree's link of it, this install's own file): one lstat, no open, no read.
         try:
             seen = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError:
-            return False
+            return None
         if not stat.S_ISREG(seen.st_mode):
-            return False
+            return None
         if (known := hashed.get(seen, algorithm)) is not None:
-            return known[0] == expected and (not size_field or size_field == str(known[1]))
+            return _verdict(known, expected, size_field)
     try:
         digest = hashlib.new(algorithm) if hash_field else None
     except ValueError:
-        return False  # an algorithm nobody can check is no proof
+        return None  # an algorithm nobody can check is no proof
     try:
         fd = os.open(name, _fs.FILE_FLAGS, dir_fd=dir_fd)
     except OSError:
-        return False
+        return None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            return False  # replaced since the listing
+            return None  # replaced since the listing
         if digest is None:
-            return True
+            return info.st_size
         known = None if hashed is None else hashed.get(info, algorithm)
         if known is None:
             size = 0
@@ -244,10 +251,16 @@ def _matches(dir_fd: int, name: str, hash_field: str, size_field: str, hashed: H
             if hashed is not None:
                 hashed.put(info, algorithm, known)
     except OSError:
-        return False
+        return None
     finally:
         os.close(fd)
-    return known[0] == expected and (not size_field or size_field == str(known[1]))
+    return _verdict(known, expected, size_field)
+
+
+def _verdict(known: tuple[str, int], expected: str, size_field: str) -> int | None:
+    """The size of a file hashed as ``known`` (digest, size) if it is what its RECORD row says; else ``None``."""
+    digest, size = known
+    return size if digest == expected and (not size_field or size_field == str(size)) else None
 
 
 @contextlib.contextmanager

@@ -15,14 +15,13 @@ ensure of the same file asks no index.
 from __future__ import annotations
 
 import hashlib
-import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from .._disk.pin import Pin, closure_key
+from .._urls import file_path
 from .cache import key_for
 from .files import admits, parse_file
 from .http import Plan
@@ -96,7 +95,7 @@ def _local_sha256(url: str) -> str | None:
         return None
     digest = hashlib.sha256()
     try:
-        with open(urllib.request.url2pathname(urllib.parse.urlsplit(url).path), "rb") as handle:
+        with open(file_path(url), "rb") as handle:
             while chunk := handle.read(1 << 20):
                 digest.update(chunk)
     except OSError:

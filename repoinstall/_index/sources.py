@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from .._errors import ResolutionError
 from .._redact import redact
-from .._urls import split_credentials
+from .._urls import file_path, split_credentials
 from . import http as _http
 from .cache import IndexCache, key_for
 from .http import Plan
@@ -57,7 +57,7 @@ def find_links_listing(location: str, project: str, cache: IndexCache, retries: 
         entry = yield from cache.shared(key, f"find-links {shown}", fetch, _well_formed)
         links = _from_entry(entry).links
     else:
-        path = urllib.request.url2pathname(urllib.parse.urlsplit(bare).path) if scheme == "file" else bare
+        path = file_path(bare) if scheme == "file" else bare
         links = tuple(_local_find_links(path, shown))
     return Listing(True, links)
 
@@ -79,7 +79,7 @@ def _listing(reply: _http.Reply, shown: str, project: str) -> Listing:
 
 def _local_index(bare: str, project: str, shown: str) -> Listing:
     # pip reads a file:// index straight from disk: <dir>/<project>/index.html
-    directory = urllib.request.url2pathname(urllib.parse.urlsplit(project_url(bare, project)).path)
+    directory = file_path(project_url(bare, project))
     page = os.path.join(directory, "index.html")
     try:
         with open(page, "rb") as handle:

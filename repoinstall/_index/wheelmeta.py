@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import io
 import re
-import urllib.parse
-import urllib.request
 import zipfile
 from email.parser import BytesHeaderParser
 
 from .._redact import redact
+from .._urls import file_path
 from . import http as _http
 from .http import Plan
 from .simple import Link
@@ -106,7 +105,7 @@ def requires_python(link: Link, retries: int) -> Plan[str | None]:
 
 
 def _from_local(url: str) -> str | None:
-    path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+    path = file_path(url)
     try:
         with open(path, "rb") as handle:
             return _from_wheel(io.BytesIO(handle.read(_WHOLE_LIMIT)))

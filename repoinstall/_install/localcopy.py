@@ -16,10 +16,10 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 from .._disk.pin import Pin
 from .._errors import RequirementsFileError
+from .._urls import file_path
 
 _COPIES = "local-artifacts"
 
@@ -33,7 +33,7 @@ def private_copies(pins: Sequence[Pin], scratch: str) -> dict[str, str]:
         parts = urlsplit(url)
         if parts.scheme.lower() != "file" or url in copies:
             continue
-        path = url2pathname(parts.path)
+        path = file_path(url)
         if _inside(path, scratch):
             continue  # repoinstall's own metapackage, written there
         directory = os.path.join(scratch, _COPIES, str(len(copies)))

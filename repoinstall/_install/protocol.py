@@ -107,8 +107,7 @@ def ensure_tree(
                 _stop.check()  # stopping: an installer that finished just now is not verified and published either
                 # 6. Verify the staged tree: our dist-info is there and every file matches its RECORD hash (and a
                 #    pinned tree holds exactly the distributions it was pinned to).
-                entry = staging.verified_entry(requested, built, expected)
-                size = staging.size()
+                entry, size = staging.verified_entry(requested, built, expected)
             except InstallError as error:
                 # An installer (or a check) that failed because our staging dir was taken from under it is no
                 # verdict on the package: ESTALE, and the protocol runs again in a new staging dir.

@@ -114,9 +114,12 @@ class Staging:
             raise InstallError(f"{self._tid}: the installer left no tree in {self.path}")
         return fd
 
-    def verified_entry(self, requested: Requested, built: Built, expected: Sequence[str] | None = None) -> TreeEntry:
-        """The manifest entry of the staged tree once it checks out: the tree's own dist-info is there and every
-        file matches its RECORD hash; :class:`InstallError` otherwise (nothing is published)."""
+    def verified_entry(
+        self, requested: Requested, built: Built, expected: Sequence[str] | None = None
+    ) -> tuple[TreeEntry, int]:
+        """The manifest entry of the staged tree once it checks out, and the bytes in its files (for the line that
+        says an install ended): the tree's own dist-info is there and every file matches its RECORD hash;
+        :class:`InstallError` otherwise (nothing is published)."""
         from .._disk.dists import check_tree, scan
         from .._disk.manifest import TreeEntry
 
@@ -137,22 +140,7 @@ class Staging:
                 check_members(tid, expected, dists)
         finally:
             os.close(tree)
-        return TreeEntry.new(tid, requested.text, own[0].dist_info, dists, *built)
-
-    def size(self) -> int:
-        """Bytes in the staged tree's regular files (for the log line that says an install ended)."""
-        from .._disk import walk
-
-        tree = self.tree_fd()
-        try:
-            total = 0
-            for entry in walk.walk(tree):
-                if entry.kind == walk.FILE:
-                    with contextlib.suppress(OSError):
-                        total += os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False).st_size
-            return total
-        finally:
-            os.close(tree)
+        return TreeEntry.new(tid, requested.text, own[0].dist_info, dists, *built), problems.size
 
     def publish(self) -> bool:
         """Rename the staged tree to its final path: ``True`` if ours is published, ``False`` if a tree is there.

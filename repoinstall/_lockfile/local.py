@@ -64,7 +64,8 @@ def from_url(url: str, base: Path, roots: Roots | None) -> str:
     """The lock's ``url`` as the installer gets it: an http(s) URL as it is, once readable; a ``file:`` URL as
     the file it names, once :func:`checked` (``roots`` ``None``: not looked at)."""
     from urllib.parse import urlsplit
-    from urllib.request import url2pathname
+
+    from .._urls import file_path
 
     readable(url)
     parts = urlsplit(url)
@@ -72,7 +73,7 @@ def from_url(url: str, base: Path, roots: Roots | None) -> str:
         return url
     if parts.netloc not in ("", "localhost"):
         raise ValueError(f"{_shown(url)}: a file URL of another host")
-    local = url2pathname(parts.path)
+    local = file_path(url)
     if not os.path.isabs(local):
         raise ValueError(f"{_shown(url)}: a file URL names an absolute path")
     return checked(Path(local), url, base, roots).as_uri()
@@ -116,7 +117,8 @@ def find_links_roots(find_links: Sequence[str]) -> tuple[Path, ...]:
     """The local directories among find-links entries (a path or a ``file:`` URL), resolved; pages and URLs are
     no place for a lock's local files."""
     from urllib.parse import urlsplit
-    from urllib.request import url2pathname
+
+    from .._urls import file_path
 
     found = []
     for entry in find_links:
@@ -125,7 +127,7 @@ def find_links_roots(find_links: Sequence[str]) -> tuple[Path, ...]:
             parts = urlsplit(entry)
             if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
                 continue
-            directory = url2pathname(parts.path)
+            directory = file_path(entry)
         try:
             if os.path.isdir(directory):
                 found.append(Path(os.path.realpath(directory)))

@@ -9,6 +9,7 @@ import subprocess
 from ..._disk.manifest import Artifact
 from ..._options import InstallOptions
 from ..._requirements import Requested, hashed_requirements
+from ..._urls import file_path
 
 #: pip settings that would send files somewhere other than --target; everything else in PIP_* and pip.conf
 #: (indexes, certificates, proxies, find-links) stays in force, since that is how users reach private indexes.
@@ -67,10 +68,8 @@ def _sha256(archive: dict[str, object], url: str) -> str:
 
 def _hash_local(url: str) -> str:
     import hashlib
-    import urllib.parse
-    import urllib.request
 
-    path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+    path = file_path(url)
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as handle:

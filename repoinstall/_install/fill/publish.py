@@ -26,6 +26,7 @@ from ..._store.identity import DistId
 from ..._store.inventory import Stored
 from ..._store.split import split
 from ..._store.strays import clear
+from ..._urls import file_path
 
 if TYPE_CHECKING:
     from ..._disk.dists import Hashed
@@ -97,11 +98,9 @@ def publish(layout: Layout, dist: DistId, staged: str, hashed: Hashed | None = N
 def unpack_own(layout: Layout, dist: DistId, pin: Pin, scratch: str) -> None:
     """Store a metapackage wheel that repoinstall made (a set's, a lock's: a dist-info of metadata alone, named by
     its file URL in ``pin``), by unpacking it as an installer would, then publishing it as any distribution."""
-    import urllib.parse
-    import urllib.request
     import zipfile
 
-    path = urllib.request.url2pathname(urllib.parse.urlsplit(pin.url).path)
+    path = file_path(pin.url)
     staged = os.path.join(scratch, "own")
     os.makedirs(staged)
     with zipfile.ZipFile(path) as wheel:
