@@ -5,7 +5,7 @@
 Locks PACKAGE... (default: numpy pandas) with ``pip lock`` from this machine's local package sources only: the
 ``file:`` indexes and find-links directories its pip configuration names (``--index-url``/``--find-links`` to
 choose others), so every artifact is a local file and no download is timed; then, round after round, interleaved,
-each into a new directory with an empty cache (odd rounds run each pair's bare installer first):
+each into a new directory with an empty cache, after a ``sync`` (odd rounds run each pair's bare installer first):
 
 * ``repoinstall ensure -r pylock.toml`` with pip, then bare ``pip install --target --compile`` of the same pins;
 * ``repoinstall ensure -r pylock.toml`` with uv, then bare ``uv pip install --target --compile-bytecode``.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import statistics
 import subprocess
 import sys
@@ -145,6 +146,7 @@ def main() -> None:
                 # Odd rounds run the bare installer first: a machine that speeds up or slows down over the rounds
                 # favours neither side (each side runs first and second equally often).
                 for side in ("bare", "repoinstall") if round_ % 2 else ("repoinstall", "bare"):
+                    os.sync()  # the last command's writes on disk first: none of it is written back on our time
                     ran = (
                         repoinstall_once(lock, places, work / "r", installer)
                         if side == "repoinstall"
