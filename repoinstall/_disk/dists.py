@@ -70,7 +70,7 @@ class RecordProblems:
     """What a RECORD check found wrong: files missing, files whose hash, size or kind differs, files nobody
     recorded. ``bytecode`` lists unrecorded ``__pycache__/*.pyc`` files (a worker that ran ``python -O`` on a
     writable mount writes ``*.opt-1.pyc``): reported, but they do not make a tree wrong. ``size``: the bytes of
-    the recorded files that matched (of a tree with no problems, every regular file's: what it takes on disk)."""
+    the recorded files that matched (of a tree with no problems, all its files' but unrecorded bytecode's)."""
 
     missing: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
