@@ -50,7 +50,10 @@ def test_every_source_is_compiled_and_recorded_the_same_on_any_number_of_process
         assert data[4:8] == b"\x01\x00\x00\x00"  # PEP 552: hash-based, unchecked
         assert data[8:16] == importlib.util.source_hash((one / source).read_bytes())
     dists = scan(str(one))
-    assert not check_tree(str(one), dists)  # every pyc is in a RECORD, with its hash
+    checked = check_tree(str(one), dists)
+    assert not checked  # every pyc is in a RECORD, with its hash
+    # The size an install reports is the verify's count: every file of the tree, the pycs and RECORDs too.
+    assert checked.size == sum(p.stat().st_size for p in one.rglob("*") if p.is_file() and not p.is_symlink())
     rows = [row for d in dists for row in csv.reader((one / d.dist_info / "RECORD").open())]
     assert all(row[1].startswith("sha256=") for row in rows if row[0].endswith(".pyc"))
 
