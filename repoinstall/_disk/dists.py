@@ -92,6 +92,10 @@ class RecordProblems:
 
 def tree_relative(recorded: str) -> str | None:
     """Where a RECORD path lies in a --target tree, or ``None`` if it points outside the tree."""
+    if "\\" not in recorded:
+        parts = recorded.split("/")
+        if "" not in parts and "." not in parts and ".." not in parts:
+            return recorded  # already normal and inside (nearly every row): what the join below would give
     path = posixpath.normpath(posixpath.join(_TARGET_PURELIB, recorded.replace("\\", "/")))
     if path.startswith(_TARGET_PURELIB + "/"):
         return path[len(_TARGET_PURELIB) + 1 :]
@@ -167,13 +171,16 @@ class Hashed:
 
 
 def check_tree(
-    tree: int | str, dists: list[Dist], *, extra: bool = True, hashed: Hashed | None = None
+    tree: int | str, dists: list[Dist], *, extra: bool = True, hashed: Hashed | None = None, seal: bool = False
 ) -> RecordProblems:
     """Check all ``dists`` of a tree against their RECORDs and, with ``extra``, find files none of them lists.
 
     One walk of the tree: each recorded file is hashed when the walk reaches it, through its directory's
     descriptor, and only if it is a regular file; a symlink or FIFO where a file was installed is "changed".
-    ``hashed``: digests taken before in the same run (see :class:`Hashed`), used again and added to.
+    ``hashed``: digests taken before in the same run (see :class:`Hashed`), used again and added to. ``seal``
+    (a private staged dir about to be published): each regular file the walk finds as recorded, and each
+    unrecorded pyc, is made read-only for everyone (0444, 0555 for an executable) as it is met, by the call that
+    checked it, so no worker can change the files that trees will link: one walk, not a second one to chmod.
     """
     missing: list[str] = []
     expected: dict[str, tuple[str, str]] = {}  # tree-relative path -> (hash field, size field)
@@ -193,7 +200,8 @@ def check_tree(
         for entry in _walk.walk(fd):
             fields = expected.pop(entry.path, None)
             if fields is not None:
-                matched = _matches(entry.dir_fd, entry.name, *fields, hashed) if entry.kind == _walk.FILE else None
+                is_file = entry.kind == _walk.FILE
+                matched = _matches(entry.dir_fd, entry.name, *fields, hashed, seal) if is_file else None
                 if matched is None:
                     changed.append(entry.path)
                 else:
@@ -202,6 +210,9 @@ def check_tree(
                 changed.append(f"{entry.path}/ (nested deeper than {_walk.MAX_DEPTH} levels)")
             elif is_bytecode(entry.path) and entry.kind == _walk.FILE:
                 bytecode.append(entry.path)
+                if seal:
+                    mode = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False).st_mode
+                    os.chmod(entry.name, sealed(mode), dir_fd=entry.dir_fd)  # a regular file, in a private dir
             elif entry.kind == _walk.FILE and _walk.silly_renamed(entry.name):
                 continue  # a file removed while still open on this NFS client: gone at its last close
             else:
@@ -213,9 +224,11 @@ def check_tree(
     )
 
 
-def _matches(dir_fd: int, name: str, hash_field: str, size_field: str, hashed: Hashed | None = None) -> int | None:
+def _matches(
+    dir_fd: int, name: str, hash_field: str, size_field: str, hashed: Hashed | None = None, seal: bool = False
+) -> int | None:
     """The size of the regular file ``name`` if it has the recorded hash and size (no hash recorded: it only must
-    exist); ``None`` if it does not."""
+    exist); ``None`` if it does not. ``seal``: one that does is made read-only (see :func:`check_tree`)."""
     algorithm, _, expected = hash_field.partition("=")
     if hashed is not None and hash_field:
         # Hashed already (another tree's link of it, this install's own file): one lstat, no open, no read.
@@ -226,7 +239,10 @@ def _matches(dir_fd: int, name: str, hash_field: str, size_field: str, hashed: H
         if not stat.S_ISREG(seen.st_mode):
             return None
         if (known := hashed.get(seen, algorithm)) is not None:
-            return _verdict(known, expected, size_field)
+            verdict = _verdict(known, expected, size_field)
+            if seal and verdict is not None:
+                os.chmod(name, sealed(seen.st_mode), dir_fd=dir_fd)  # the regular file lstat saw, in a private dir
+            return verdict
     try:
         digest = hashlib.new(algorithm) if hash_field else None
     except ValueError:
@@ -236,25 +252,32 @@ def _matches(dir_fd: int, name: str, hash_field: str, size_field: str, hashed: H
     except OSError:
         return None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None  # replaced since the listing
-        if digest is None:
-            return info.st_size
-        known = None if hashed is None else hashed.get(info, algorithm)
-        if known is None:
-            size = 0
-            while chunk := os.read(fd, _CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-            known = record_hash(digest.digest()), size
-            if hashed is not None:
-                hashed.put(info, algorithm, known)
-    except OSError:
-        return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return None  # replaced since the listing
+            known = None if hashed is None or digest is None else hashed.get(info, algorithm)
+            if known is None and digest is not None:
+                size = 0
+                while chunk := os.read(fd, _CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+                known = record_hash(digest.digest()), size
+                if hashed is not None:
+                    hashed.put(info, algorithm, known)
+        except OSError:
+            return None
+        verdict = info.st_size if known is None else _verdict(known, expected, size_field)
+        if seal and verdict is not None:
+            os.fchmod(fd, sealed(info.st_mode))
+        return verdict
     finally:
         os.close(fd)
-    return _verdict(known, expected, size_field)
+
+
+def sealed(mode: int) -> int:
+    """The mode a published file gets: read-only for everyone, executable for everyone if it was for anyone."""
+    return 0o555 if mode & 0o111 else 0o444
 
 
 def _verdict(known: tuple[str, int], expected: str, size_field: str) -> int | None:

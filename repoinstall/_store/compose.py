@@ -122,17 +122,3 @@ def freeze(top: int) -> None:
         for _, _, _, fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
             with contextlib.suppress(OSError):
                 os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) & ~0o222)
-
-
-def read_only(top: str) -> None:
-    """Make every file below ``top`` read-only for everyone (0444 or 0555 for executables), so a tree's files,
-    links of the store's, can be changed by no worker. Its directories are made read-only once it is published
-    (:func:`freeze`): until then it is private, and renaming a directory needs write permission on it."""
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        for entry in _walk.walk(fd):
-            if entry.kind == _walk.FILE:
-                mode = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False).st_mode
-                os.chmod(entry.name, 0o555 if mode & 0o111 else 0o444, dir_fd=entry.dir_fd)  # a regular file
-    finally:
-        os.close(fd)

@@ -38,13 +38,14 @@ def present(layout: Layout, dist: DistId) -> bool:
         raise _fs.denied(layout.root, error, dist.parts()) from None
 
 
-def check(staged: str, dist: DistId, hashed: Hashed | None = None) -> str | None:
+def check(staged: str, dist: DistId, hashed: Hashed | None = None, *, seal: bool = False) -> str | None:
     """Why the staged dir is not ``dist`` whole (``None`` if it is): its dist-info names it, its RECORD matches.
-    ``hashed``: what the install that staged it hashed of its files already, and where what is hashed here goes."""
+    ``hashed``: what the install that staged it hashed of its files already, and where what is hashed here goes;
+    ``seal``: each file checked is made read-only as it is (see :func:`repoinstall._disk.dists.check_tree`)."""
     found = scan(staged)
     if not any(dist.names(d.name, d.version) for d in found) or len(found) != 1:
         return f"{dist}: the staged dir holds {', '.join(d.dist_info for d in found) or 'no dist-info'}"
-    problems = check_tree(staged, found, hashed=hashed)
+    problems = check_tree(staged, found, hashed=hashed, seal=seal)
     return f"{dist}: {problems.summary()}" if problems else None
 
 

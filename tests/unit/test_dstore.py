@@ -12,8 +12,9 @@ import pytest
 from helpers import pip_target
 from wheels import make_wheel
 
+from repoinstall._disk.dists import check_tree, scan
 from repoinstall._errors import InstallError, InvalidRequirement
-from repoinstall._store.compose import compose, read_only
+from repoinstall._store.compose import compose
 from repoinstall._store.identity import DistId
 from repoinstall._store.split import split
 
@@ -64,7 +65,7 @@ def test_trees_composed_from_the_store_share_every_file(tmp_path: Path, wheels: 
     pip_target(combined, *wheels.values())
     made = split(str(combined), str(tmp_path / "store"))
     for stored in made.values():
-        read_only(stored)
+        assert not check_tree(stored, scan(stored), seal=True)  # each file checked, and made read-only
     one, two = tmp_path / "one", tmp_path / "two"
     first = compose(str(one), [("alpha", made["alpha-1.0.dist-info"]), ("beta", made["beta-2.0.dist-info"])])
     compose(str(two), [("alpha", made["alpha-1.0.dist-info"]), ("gamma", made["gamma-1.0.dist-info"])])
@@ -135,3 +136,56 @@ def test_a_trees_part_of_a_resolution_follows_requirements_markers_and_extras() 
     }  # fmt: skip
     # A requirement naming nothing in the set: not one resolution of this root, so the tree resolves on its own.
     assert closure("app", (), {k: v for k, v in needs.items() if k != "lib-b"}, linux) is None
+
+
+def test_a_sealing_check_makes_each_file_it_checked_read_only_and_no_other(
+    tmp_path: Path, wheels: dict[str, Path]
+) -> None:
+    """A distribution is sealed as it is checked for its publish: each recorded file that matches its RECORD, and
+    each unrecorded pyc, read-only for everyone (executables stay executable); a file that does not match is left
+    as it is (the check fails, and nothing is published)."""
+    combined = tmp_path / "combined"
+    pip_target(combined, wheels["alpha"])
+    stored = Path(split(str(combined), str(tmp_path / "store"))["alpha-1.0.dist-info"])
+    unrecorded = stored / "alpha" / "__pycache__" / "__init__.cpython-311.opt-1.pyc"
+    unrecorded.write_bytes(b"not a record's")
+    assert not check_tree(str(stored), scan(str(stored)), seal=True)
+    modes = {p.relative_to(stored): p.stat().st_mode & 0o7777 for p in stored.rglob("*") if p.is_file()}
+    assert modes[Path("bin/alpha-tool")] == 0o555
+    assert modes[unrecorded.relative_to(stored)] == 0o444
+    assert set(modes.values()) == {0o444, 0o555} and len(modes) > 5
+    # A file changed after its install: the check says so and leaves its mode alone.
+    other = tmp_path / "other"
+    pip_target(other, wheels["beta"])
+    beta = Path(split(str(other), str(tmp_path / "store-2"))["beta-2.0.dist-info"])
+    changed = beta / "beta" / "__init__.py"
+    changed.write_text("changed = True\n")
+    changed.chmod(0o640)
+    problems = check_tree(str(beta), scan(str(beta)), seal=True)
+    assert problems.changed == ("beta/__init__.py",)
+    assert changed.stat().st_mode & 0o7777 == 0o640
+    assert (beta / "beta-2.0.dist-info" / "METADATA").stat().st_mode & 0o7777 == 0o444
+
+
+@pytest.mark.parametrize(
+    ("recorded", "relative"),
+    [
+        ("alpha/__init__.py", "alpha/__init__.py"),
+        ("alpha-1.0.dist-info/RECORD", "alpha-1.0.dist-info/RECORD"),
+        ("../../bin/alpha-tool", "bin/alpha-tool"),
+        ("alpha\\sub\\x.py", "alpha/sub/x.py"),
+        ("./alpha/x.py", "alpha/x.py"),
+        ("alpha//x.py", "alpha/x.py"),
+        ("alpha/../beta/x.py", "beta/x.py"),
+        ("alpha/x.py/", "alpha/x.py"),
+        ("../../../etc/passwd", None),
+        ("/etc/passwd", None),
+        ("../x", "lib/x"),  # beside purelib in the home scheme pip --target installs into
+        ("../python", None),
+        ("", None),
+    ],
+)
+def test_a_record_path_is_placed_in_the_tree_or_refused(recorded: str, relative: str | None) -> None:
+    from repoinstall._disk.dists import tree_relative
+
+    assert tree_relative(recorded) == relative

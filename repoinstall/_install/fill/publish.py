@@ -21,7 +21,7 @@ from ..._errors import InstallError
 from ..._store import digests
 from ..._store import store as _store
 from ..._store.audit import fit
-from ..._store.compose import freeze, read_only
+from ..._store.compose import freeze
 from ..._store.identity import DistId
 from ..._store.inventory import Stored
 from ..._store.split import split
@@ -71,12 +71,14 @@ def into_store(
 
 
 def publish(layout: Layout, dist: DistId, staged: str, hashed: Hashed | None = None) -> None:
-    """Check the staged dir is ``dist`` whole, make it read-only, and rename it into the store (a peer's, there
-    first, is the same artifact's files: ours is dropped with the scratch dir). ``hashed``: what this install
-    hashed of its own files (its pycs), used, and each file's digest taken here added, for the tree's verify."""
-    if (problem := _store.check(staged, dist, hashed)) is not None:
+    """Check the staged dir is ``dist`` whole, making its files read-only as they are checked, and rename it into
+    the store (a peer's, there first, is the same artifact's files: ours is dropped with the scratch dir).
+    ``hashed``: what this install hashed of its own files (its pycs), used, and each file's digest taken here
+    added, for the tree's verify."""
+    # Read-only before the rename, so no file is ever writable at a store path; its directories stay writable
+    # until it is published (a rename of a directory needs write permission on it), then freeze() takes that too.
+    if (problem := _store.check(staged, dist, hashed, seal=True)) is not None:
         raise InstallError(problem)
-    read_only(staged)
     clear(layout, dist, locking=False)  # a stray at its path (set aside), or a symlink (refused)
     if not _store.publish(layout, dist, staged):
         _log.logger().debug("%s: a peer stored it first; using theirs", dist)
