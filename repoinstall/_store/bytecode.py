@@ -17,7 +17,8 @@ stored distribution never changes: every file of it, sources and pycs, is checke
 ``verify``.
 
 The work is spread over one process per core (as ``compileall -j0`` and uv's ``--compile-bytecode`` do), each
-given sources of about the same total size. Each process runs with ``PYTHONHASHSEED=0`` (sets of constants marshal
+handed the next chunk of sources (largest first) as soon as it answered its last, so that all end together. Each
+process runs with ``PYTHONHASHSEED=0`` (sets of constants marshal
 in one order) and compiles each file alone, so a pyc's bytes depend on its source and name only, never on which
 process compiled it or what it compiled before. A pyc that is already the unchecked hash-based pyc of its source is
 left as it is: compiling a dir twice costs a header read per file.
@@ -25,54 +26,63 @@ left as it is: compiling a dir twice costs a header read per file.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import csv
 import io
 import json
 import os
 import posixpath
 import subprocess
-import tempfile
 import time
 from typing import NamedTuple
 
 from .. import _stop
 from .._disk.dists import RECORD_LIMIT, Hashed, is_bytecode, scan, tree_relative
 
-#: Run by the tree's interpreter: compile each [source, pyc or null (the interpreter's own cache path for it), name
-#: in the tree, optimization level] it is given, unless the pyc is that source's unchecked hash-based pyc already;
-#: print each one's [pyc path, sha256 as RECORD writes it, size, device, inode, mtime in ns] (the pyc's row, and
-#: what tells the install it hashed that file: see Hashed), or null where it did not compile. The pycs are
-#: read back and hashed here, on every core, not by the install after the compile.
+#: Run by the tree's interpreter: for each line it reads (a JSON list of jobs, each [source, pyc or null (the
+#: interpreter's own cache path for it), name in the tree, optimization level]), compile each source unless its pyc
+#: is that source's unchecked hash-based pyc already, and answer with one line: each job's [pyc path, sha256 as
+#: RECORD writes it, size, device, inode, mtime in ns] (the pyc's row, and what tells the install it hashed that
+#: file: see Hashed), or null where it did not compile. The pycs are read back and hashed here, on every core, not
+#: by the install after the compile. Each answer is one write of one line, flushed: the install waits for it.
 _COMPILE = """
 import base64, hashlib, importlib.util, json, os, py_compile, sys
-done = []
-for source, pyc, name, level in json.load(sys.stdin):
+def one(source, pyc, name, level):
+    if pyc is None:
+        pyc = importlib.util.cache_from_source(source)
+    with open(source, "rb") as handle:
+        digest = importlib.util.source_hash(handle.read())
     try:
-        if pyc is None:
-            pyc = importlib.util.cache_from_source(source)
-        with open(source, "rb") as handle:
-            digest = importlib.util.source_hash(handle.read())
-        try:
-            with open(pyc, "rb") as handle:
-                head = handle.read(16)
-        except OSError:
-            head = b""
-        if head != importlib.util.MAGIC_NUMBER + b"\\x01\\x00\\x00\\x00" + digest:
-            py_compile.compile(source, cfile=pyc, dfile=name, doraise=True, optimize=level,
-                               invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
         with open(pyc, "rb") as handle:
-            data = handle.read()
-            info = os.fstat(handle.fileno())
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
-        done.append([pyc, digest, len(data), info.st_dev, info.st_ino, info.st_mtime_ns])
-    except Exception:
-        done.append(None)
-json.dump(done, sys.stdout)
+            head = handle.read(16)
+    except OSError:
+        head = b""
+    if head != importlib.util.MAGIC_NUMBER + b"\\x01\\x00\\x00\\x00" + digest:
+        py_compile.compile(source, cfile=pyc, dfile=name, doraise=True, optimize=level,
+                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    with open(pyc, "rb") as handle:
+        data = handle.read()
+        info = os.fstat(handle.fileno())
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
+    return [pyc, digest, len(data), info.st_dev, info.st_ino, info.st_mtime_ns]
+for line in sys.stdin:
+    done = []
+    for job in json.loads(line):
+        try:
+            done.append(one(*job))
+        except Exception:
+            done.append(None)
+    sys.stdout.write(json.dumps(done) + "\\n")
+    sys.stdout.flush()
 """
 #: The whole compile's bound: a hung interpreter must not hold the install (and its lock) for ever.
 _TIMEOUT = 600.0
 #: Fewer sources than this per process are not worth another interpreter's start (tens of milliseconds).
 _PER_PROCESS = 40
+#: Chunks per interpreter's share of the bytes, and the most sources in one chunk (its answer stays one short line).
+_CHUNKS_PER_PROCESS = 16
+_CHUNK_JOBS = 64
 
 
 class _Compiled(NamedTuple):
@@ -184,54 +194,118 @@ def _regular_size(staged: str, relative: str) -> int | None:
 
 
 def _compile(staged: str, python: str, jobs: list[_Job], processes: int | None) -> list[_Compiled | None]:
-    """Compile ``jobs`` on up to ``processes`` interpreters at once, each given sources of about the same total size;
-    each job's pyc, or ``None`` (it did not compile, or its interpreter failed: killed, out of memory)."""
+    """Compile ``jobs`` on up to ``processes`` interpreters at once, each handed the next chunk of sources as soon
+    as it answered its last (largest first, so the last chunks are small and every interpreter ends at about the
+    same time, as uv's workers do); each job's pyc, or ``None`` (it did not compile, or its interpreter failed:
+    killed, out of memory; the chunks it had not begun go to the others)."""
+    import selectors
+
     wanted = processes or _cores()
     count = max(1, min(wanted, len(jobs) // _PER_PROCESS or 1))
-    shares: list[list[int]] = [[] for _ in range(count)]
-    loads = [0] * count
-    for number in sorted(range(len(jobs)), key=lambda n: -jobs[n].size):  # largest first, onto the lightest share
-        lightest = loads.index(min(loads))
-        shares[lightest].append(number)
-        loads[lightest] += jobs[number].size + 1
+    pool = _Pool(staged, jobs, _chunks(jobs, count))
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}, "PYTHONHASHSEED": "0"}
-    written: list[_Compiled | None] = [None] * len(jobs)
-    running: list[tuple[list[int], subprocess.Popen[bytes]]] = []
-    try:
-        for share in shares:
-            given = [[os.path.join(staged, jobs[n].source), _joined(staged, jobs[n].pyc), jobs[n].source, jobs[n].level]
-                     for n in share]  # fmt: skip
-            with tempfile.TemporaryFile() as work:  # its stdin: each one starts at once, whatever the others read
-                work.write(json.dumps(given).encode())
-                work.seek(0)
+    finished = False
+    with selectors.DefaultSelector() as waiting:
+        try:
+            for _ in range(count):
                 proc = subprocess.Popen(
-                    [python, "-I", "-c", _COMPILE], stdin=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                    env=env,
+                    [python, "-I", "-c", _COMPILE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL, env=env,
                 )  # fmt: skip
-            running.append((share, proc))
-            # Registered as an installer is: a stop (SIGTERM, Ctrl-C, an interrupted batch) kills it at once, so
-            # no interpreter outlives the run writing into the staging dir, and the wait below ends.
-            _stop.started(proc)
-        deadline = time.monotonic() + _TIMEOUT
-        for share, proc in running:
-            try:
-                out, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
-                done = json.loads(out) if proc.returncode == 0 else None
-            except (subprocess.TimeoutExpired, ValueError):
-                done = None
-            if not isinstance(done, list) or len(done) != len(share):
-                continue  # its jobs have no pyc (what it wrote, no RECORD lists: see hash_based)
-            for n, reported in zip(share, done, strict=True):
-                written[n] = _Compiled.of(reported)
-        _stop.check()  # killed by a stop: the install stops, as after its installer's run
-    finally:
-        for _, proc in running:
-            # Timed out, or interrupted (SIGTERM, Ctrl-C): nothing may go on writing into the staging dir.
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-            _stop.ended(proc)
-    return written
+                pool.running.append(proc)
+                # Registered as an installer is: a stop (SIGTERM, Ctrl-C, an interrupted batch) kills it at once,
+                # so no interpreter outlives the run writing into the staging dir, and the wait below ends.
+                _stop.started(proc)
+                if pool.hand(proc):
+                    assert proc.stdout is not None
+                    waiting.register(proc.stdout, selectors.EVENT_READ, proc)
+            deadline = time.monotonic() + _TIMEOUT
+            while waiting.get_map() and (left := deadline - time.monotonic()) > 0:
+                for key, _ in waiting.select(left):
+                    if not pool.answered(key.data):
+                        waiting.unregister(key.fileobj)
+            finished = not waiting.get_map()
+            _stop.check()  # killed by a stop: the install stops, as after its installer's run
+        finally:
+            for proc in pool.running:
+                # Timed out, interrupted (SIGTERM, Ctrl-C), or gave a torn answer: nothing may go on writing into
+                # the staging dir. One that answered its last chunk has its stdin closed and ends by itself.
+                assert proc.stdin is not None and proc.stdout is not None
+                if not finished or not proc.stdin.closed:
+                    proc.kill()
+                proc.wait()
+                for pipe in (proc.stdin, proc.stdout):
+                    with contextlib.suppress(OSError):
+                        pipe.close()
+                _stop.ended(proc)
+    return pool.written
+
+
+class _Pool:
+    """The compiling interpreters' work: the chunks not handed out yet, the one each interpreter is at, and the
+    pycs they reported."""
+
+    def __init__(self, staged: str, jobs: list[_Job], chunks: list[list[int]]) -> None:
+        self.staged = staged
+        self.jobs = jobs
+        self.pending = collections.deque(chunks)
+        self.running: list[subprocess.Popen[bytes]] = []
+        self.given: dict[subprocess.Popen[bytes], list[int]] = {}  # each interpreter's chunk, until it answers
+        self.written: list[_Compiled | None] = [None] * len(jobs)
+
+    def hand(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Give ``proc`` the next chunk; whether it has one to answer (none left: its stdin is closed, so it ends;
+        it died: the chunk goes back, for the others)."""
+        assert proc.stdin is not None
+        if not self.pending:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+            return False
+        chunk = self.given[proc] = self.pending.popleft()
+        staged, jobs = self.staged, self.jobs
+        line = [[os.path.join(staged, jobs[n].source), _joined(staged, jobs[n].pyc), jobs[n].source, jobs[n].level]
+                for n in chunk]  # fmt: skip
+        try:
+            # Never blocks for long: the interpreter has read and answered its last chunk, so the pipe is empty.
+            proc.stdin.write(json.dumps(line).encode() + b"\n")
+            proc.stdin.flush()
+        except OSError:  # a broken pipe: it died
+            self.pending.appendleft(self.given.pop(proc))
+            return False
+        return True
+
+    def answered(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Read ``proc``'s answer to its chunk and hand it the next; whether it has one to answer. An interpreter
+        that ended (EOF) or tore its line (killed while writing it) gets no more: its chunk has no pycs, and what it
+        wrote of them no RECORD lists (see :func:`hash_based`)."""
+        assert proc.stdout is not None
+        chunk = self.given.pop(proc)
+        try:
+            done = json.loads(proc.stdout.readline())  # one line per chunk, written whole and flushed
+        except ValueError:
+            return False
+        if not isinstance(done, list) or len(done) != len(chunk):
+            return False
+        for n, reported in zip(chunk, done, strict=True):
+            self.written[n] = _Compiled.of(reported)
+        return self.hand(proc)
+
+
+def _chunks(jobs: list[_Job], count: int) -> list[list[int]]:
+    """``jobs`` (their indexes), largest source first, in chunks of about a sixteenth of one interpreter's share
+    of the bytes (a large source alone): few enough that handing them out costs nothing, small enough at the end
+    that no interpreter is left with much while the others are done."""
+    order = sorted(range(len(jobs)), key=lambda n: -jobs[n].size)
+    bound = max(1, sum(job.size for job in jobs) // (count * _CHUNKS_PER_PROCESS))
+    chunks: list[list[int]] = []
+    load = bound
+    for number in order:
+        if load >= bound or len(chunks[-1]) >= _CHUNK_JOBS:
+            chunks.append([])
+            load = 0
+        chunks[-1].append(number)
+        load += jobs[number].size
+    return chunks
 
 
 def _joined(staged: str, relative: str | None) -> str | None:

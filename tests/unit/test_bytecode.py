@@ -130,3 +130,24 @@ def test_a_stop_kills_the_compiling_interpreter_at_once_and_the_install_stops(
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         worker.join(30)
+
+
+def test_an_interpreter_that_dies_leaves_only_its_chunk_and_the_others_compile_the_rest(tmp_path: Path) -> None:
+    """Sources are handed out a chunk at a time: one interpreter that dies (killed, out of memory) after taking its
+    first chunk costs that chunk's pycs, not its whole share; the other compiles every chunk left, and nothing
+    unrecorded stays behind."""
+    wheels = [make_wheel(tmp_path, name, "1.0", modules=50) for name in ("gamma", "delta")]
+    tree = tmp_path / "tree"
+    pip_target(tree, *wheels, compile=False)
+    sources = list(tree.rglob("*.py"))
+    assert len(sources) >= 80  # two interpreters' worth (40 sources each at least)
+    started = tmp_path / "started"
+    fake = tmp_path / "python"  # the first interpreter reads its first chunk and dies; the second is the real one
+    first = f"if mkdir {started} 2>/dev/null; then head -n 1 > /dev/null; exit 1; fi"
+    fake.write_text(f'#!/bin/sh\n{first}\nexec {sys.executable} "$@"\n')
+    fake.chmod(0o755)
+    compiled = hash_based(str(tree), str(fake), processes=2)
+    assert started.is_dir()
+    assert 0 < len(sources) - compiled <= len(sources) // 4, compiled  # one chunk lost, not half of them
+    assert len(pycs(tree)) == compiled
+    assert not check_tree(str(tree), scan(str(tree)))  # every pyc there is recorded, with its hash
