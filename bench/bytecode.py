@@ -1,6 +1,6 @@
 """Cold install of a lock, bytecode included: repoinstall beside the bare installers, pip and uv.
 
-    python bench/bytecode.py [--quick] [--rounds N] [PACKAGE ...]
+    python bench/bytecode.py [--quick] [--rounds N] [--installer pip|uv] [PACKAGE ...]
 
 Locks PACKAGE... (default: numpy pandas) with ``pip lock`` from this machine's local package sources only: the
 ``file:`` indexes and find-links directories its pip configuration names (``--index-url``/``--find-links`` to
@@ -13,7 +13,8 @@ each into a new directory with an empty cache, after a ``sync`` (odd rounds run 
 The bare installers take the lock's pins as a hashed requirements file (``--no-deps --require-hashes``), as
 repoinstall gives them to the installer. Wall and CPU seconds, medians, and each ratio beside its target:
 repoinstall with pip at most 1.0x bare pip (pip compiles on one core); with uv at most 1.2x bare uv.
-``--quick`` (for CI): one round of the small fleet set's wheels, built here (no pip configuration needed).
+``--installer`` (repeatable): only that pair, so more rounds fit the same time. ``--quick`` (for CI): one round of
+the small fleet set's wheels, built here (no pip configuration needed).
 """
 
 from __future__ import annotations
@@ -116,11 +117,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round of the small fleet set (for CI)")
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--installer", action="append", choices=sorted(TARGETS), help="only this pair (repeatable)")
     parser.add_argument("--index-url", action="append", default=[], help="a local index (repeatable)")
     parser.add_argument("--find-links", action="append", default=[], help="a local directory (repeatable)")
     parser.add_argument("packages", nargs="*", default=["numpy", "pandas"])
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
+    installers = [name for name in TARGETS if name in (args.installer or TARGETS)]
     runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         lock = Path(tmp, "pylock.toml")
@@ -141,7 +144,7 @@ def main() -> None:
         print(f"{machine()}; {rounds} round(s), {order}, medians; {what} from a lock: {count} distributions, cold")
         print("the lock: " + ", ".join(line.split(" --hash=")[0].rsplit("/", 1)[1] for line in lines))
         for round_ in range(rounds):
-            for installer in ("pip", "uv"):
+            for installer in installers:
                 work = Path(tmp, f"{round_}-{installer}")
                 # Odd rounds run the bare installer first: a machine that speeds up or slows down over the rounds
                 # favours neither side (each side runs first and second equally often).
@@ -158,7 +161,7 @@ def main() -> None:
         for key, found in runs.items()
     }
     print(f"\n{'command':<52} | {'wall s':>7} {'cpu s':>6}")
-    for installer in ("pip", "uv"):
+    for installer in installers:
         bare = "pip install --target --compile" if installer == "pip" else "uv pip install --target --compile-bytecode"
         for key, label in (
             (("repoinstall", installer), f"repoinstall with {installer}"),
@@ -166,7 +169,8 @@ def main() -> None:
         ):
             wall, cpu = median[key]
             print(f"{label:<52} | {wall:>7.2f} {cpu:>6.1f}")
-    for installer, target in TARGETS.items():
+    for installer in installers:
+        target = TARGETS[installer]
         ratio = median[("repoinstall", installer)][0] / median[("bare", installer)][0]
         verdict = "ok" if ratio <= target else "MISSED"
         print(f"repoinstall with {installer} / bare {installer}: {ratio:.2f}x (target <= {target:.1f}: {verdict})")
