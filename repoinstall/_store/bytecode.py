@@ -141,9 +141,10 @@ def hash_based(staged: str, python: str, processes: int | None = None, *, hashed
         {tree_relative(row[0]) or "": row for row in rows if row} for _, _, rows in records
     ]
     count = 0
+    inside = os.path.join(staged, "")  # every pyc is below it: its source's path or the one the job named
     for job, compiled in zip(jobs, written, strict=True):
-        relative = None if compiled is None else os.path.relpath(compiled.pyc, staged).replace(os.sep, "/")
-        if compiled is None or relative is None or relative.startswith("../"):
+        relative = compiled.pyc.removeprefix(inside) if compiled is not None else None
+        if compiled is None or relative is None or relative == compiled.pyc:
             if job.pyc is None:
                 _drop_unrecorded(staged, job.source, rows_of[job.record])
             continue
