@@ -25,7 +25,8 @@ from repoinstall._store.bytecode import hash_based
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     directory = tmp_path_factory.mktemp("bytecode-wheels")
-    return [make_wheel(directory, "alpha", "1.0", modules=30), make_wheel(directory, "beta", "2.0", modules=30)]
+    # 92 sources: enough for two compiling interpreters (40 each at least), so the work is really shared out.
+    return [make_wheel(directory, "alpha", "1.0", modules=45), make_wheel(directory, "beta", "2.0", modules=45)]
 
 
 def pycs(tree: Path) -> dict[str, bytes]:
