@@ -18,10 +18,10 @@ stored distribution never changes: every file of it, sources and pycs, is checke
 
 The work is spread over one process per core (as ``compileall -j0`` and uv's ``--compile-bytecode`` do), each
 handed the next chunk of sources (largest first) as soon as it answered its last, so that all end together. Each
-process runs with ``PYTHONHASHSEED=0`` (sets of constants marshal
-in one order) and compiles each file alone, so a pyc's bytes depend on its source and name only, never on which
-process compiled it or what it compiled before. A pyc that is already the unchecked hash-based pyc of its source is
-left as it is: compiling a dir twice costs a header read per file.
+process runs with ``PYTHONHASHSEED=0`` (sets of constants marshal in one order) and compiles each file alone, so a
+pyc's bytes depend on its source and name only, never on which process compiled it or what it compiled before. A
+pyc that is already the unchecked hash-based pyc of its source is left as it is: compiling a dir twice costs a
+header read per file.
 """
 
 from __future__ import annotations
