@@ -143,8 +143,7 @@ def hash_based(staged: str, python: str, processes: int | None = None, *, hashed
     count = 0
     inside = os.path.join(staged, "")  # every pyc is below it: its source's path or the one the job named
     for job, compiled in zip(jobs, written, strict=True):
-        relative = compiled.pyc.removeprefix(inside) if compiled is not None else None
-        if compiled is None or relative is None or relative == compiled.pyc:
+        if compiled is None or (relative := compiled.pyc.removeprefix(inside)) == compiled.pyc:
             if job.pyc is None:
                 _drop_unrecorded(staged, job.source, rows_of[job.record])
             continue
