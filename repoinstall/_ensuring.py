@@ -266,7 +266,11 @@ class Ensurer:
         if found is None:
             _log.logger().info("%s: no image in %s; installing it", tid, self._source.reference)
             return None
-        return partial(self._source.fill, found)
+        from ._install.markerenv import marker_environment
+        from ._options import InstallOptions
+
+        python = (self._install_options or InstallOptions()).python
+        return partial(self._source.fill, found, environment=marker_environment(python))
 
     # ---- made on first use ----------------------------------------------------------------------------------
 

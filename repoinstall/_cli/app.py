@@ -754,8 +754,14 @@ def list_(
             "installer_version": record.installer_version,
             "path": tree,
             # The closure: each distribution and the file it came from (null where the record does not say).
+            # provenance: "wheel" (named by the sha256 of a wheel repoinstall hashed), "registry" (by its layer's
+            # diff_id; "claimed": the wheel sha256 the registry said, unchecked), or null (not stored).
             "dists": [
-                {key: row.get(key) for key in ("name", "version", "dist_info", "sha256", "url")}
+                {
+                    **{key: row.get(key) for key in ("name", "version", "dist_info", "sha256", "url")},
+                    **({"diff_id": row["diff_id"], "claimed": row.get("claimed")} if row.get("diff_id") else {}),
+                    "provenance": "registry" if row.get("diff_id") else "wheel" if row.get("sha256") else None,
+                }
                 for row in recorded_dists(record)
             ],
             **(
@@ -770,12 +776,17 @@ def list_(
         _print_json({"repo": root, "trees": rows, "store": usage and usage.as_dict()})
         return
     if long:
+        from .._oci.pull import INSTALLER as OCI_INSTALLER
+
         for record, path in records:
             extras = f"[{','.join(record.extras)}]" if record.extras else ""
             members = _set_members(record.name, record.requirement)
             if kind_of(record.name) is TreeKind.LOCKED:
                 members = f" (lock {record.requirement}: {', '.join(_lock_members(record))})"
-            typer.echo(f"{record.name}{extras}=={record.version}{members}  {record.env}  {record.installed_at}  {path}")
+            source = "  from a registry (unchecked against any wheel)" if record.installer == OCI_INSTALLER else ""
+            typer.echo(
+                f"{record.name}{extras}=={record.version}{members}  {record.env}  {record.installed_at}  {path}{source}"
+            )
         return
     from .listing import short_lines
 

@@ -25,12 +25,18 @@ FORMAT = 1
 
 class Artifact(NamedTuple):
     """The file one distribution of a tree was installed from, as its installer reported it: the sha256 (hex) of
-    that very file and the URL it came from, credentials removed; ``""`` for what is not known."""
+    that very file and the URL it came from, credentials removed; ``""`` for what is not known.
+
+    A registry's layer is no wheel: its ``sha256`` stays ``""``; ``diff_id`` is the layer's uncompressed digest
+    (``sha256:<hex>``, recomputed here: the stored distribution's name) and ``claimed`` the wheel sha256 the
+    registry's annotation said, recorded as a claim only (see :mod:`repoinstall._store.identity`)."""
 
     name: str
     version: str
     sha256: str = ""
     url: str = ""
+    diff_id: str = ""
+    claimed: str = ""
 
 
 class TreeEntry(NamedTuple):
@@ -82,7 +88,8 @@ class TreeEntry(NamedTuple):
 
 
 def _row(dist: Dist, artifacts: Iterable[Artifact]) -> dict[str, str]:
-    """One ``dists`` row: name, version and dist-info, plus its artifact's ``sha256`` and ``url`` where known.
+    """One ``dists`` row: name, version and dist-info, plus its artifact's ``sha256``, ``url``, ``diff_id`` and
+    ``claimed`` where known.
     Every value is a string, so readers that know only the first three keys read the row as before."""
     from packaging.utils import canonicalize_name
 
@@ -90,9 +97,13 @@ def _row(dist: Dist, artifacts: Iterable[Artifact]) -> dict[str, str]:
     name = canonicalize_name(dist.name)
     for artifact in artifacts:
         if canonicalize_name(artifact.name) == name and _same(artifact.version, dist.version):
-            row.update((key, value) for key, value in (("sha256", artifact.sha256), ("url", artifact.url)) if value)
+            row.update((key, value) for key, value in zip(_ARTIFACT_KEYS, artifact[2:], strict=True) if value)
             break
     return row
+
+
+#: An artifact's fields a row holds, where known.
+_ARTIFACT_KEYS = ("sha256", "url", "diff_id", "claimed")
 
 
 def _same(one: str, other: str) -> bool:

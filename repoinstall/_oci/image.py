@@ -102,12 +102,19 @@ def entry(env: str, platform: Platform, manifest_blob: Blob) -> dict[str, Any]:
 
 
 class LayerRef(NamedTuple):
-    """One layer of a pulled image: the distribution it holds, its digest, size and diff_id."""
+    """One layer of a pulled image: the distribution its annotations claim it holds (name, version and the sha256
+    of the wheel it was made from: a claim, never a name in the store), its digest, size and diff_id."""
 
-    dist: DistId
+    claim: DistId
     digest: str
     size: int
     diff_id: str
+
+    @property
+    def dist(self) -> DistId:
+        """The registry-sourced distribution it becomes: named by its diff_id, which its unpack recomputes (a
+        layer whose uncompressed bytes are not its diff_id is refused before anything is stored)."""
+        return DistId.of_layer(self.claim.env, self.claim.name, str(self.claim.version), self.diff_id)
 
 
 class Image(NamedTuple):
@@ -203,4 +210,9 @@ def with_config(image: Image, data: bytes, env: str, platform: Platform, what: s
     if (document.get("os"), document.get("architecture")) != (platform.os, platform.architecture):
         raise Refused(f"{what}: its config is for {document.get('os')}/{document.get('architecture')}: refused")
     layers = tuple(layer._replace(diff_id=diff_id) for layer, diff_id in zip(image.layers, diff_ids, strict=True))
+    # Each distribution in exactly one layer: two layers of one name would make the tree's files depend on which
+    # is linked last.
+    names = [layer.claim.name for layer in layers]
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise Refused(f"{what}: {twice[0]} is in more than one layer: refused")
     return image._replace(layers=layers)

@@ -7,21 +7,24 @@ store it (its lock, a re-check, its blob fetched and checked against its digest,
 private dir, every file checked against its RECORD, published by a rename that never replaces), then the tree is
 composed from the store, and goes on through the protocol (verified, published, recorded with the image's digest).
 
-A lock file's hashes still bind: every layer's distribution must be one the lock names, by its artifact's sha256,
-and the image must hold all of them; otherwise nothing is stored.
+A registry is a source, not an authority: each distribution pulled is stored as registry-sourced, named by its
+layer's diff_id as recomputed while unpacking; the wheel sha256 its annotation names is recorded as a claim only
+(see :mod:`repoinstall._store.identity`), so no request from an index or a lock ever composes it. Every layer the
+store lacks is staged and checked before any is published, and the image must hold exactly its tree's
+distributions, each in one layer: a pull that fails leaves nothing in the store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _log
 from .._disk.manifest import Artifact
-from .._errors import InstallError
 from .._install.fill.publish import publish
 from .._store import store as _store
 from .._store.audit import fit
@@ -105,9 +108,19 @@ class Source:
         return Found(image, self.reference.pinned(image.digest))
 
     def fill(
-        self, found: Found, layout: Layout, locks: TreeLocks, tid: TreeId, requested: Requested, staging: Staging
+        self,
+        found: Found,
+        layout: Layout,
+        locks: TreeLocks,
+        tid: TreeId,
+        requested: Requested,
+        staging: Staging,
+        *,
+        environment: Mapping[str, str] | None = None,
     ) -> tuple[Built, int]:
-        """Step 5 of the protocol from an image: store what the store lacks, compose the tree in ``staging``."""
+        """Step 5 of the protocol from an image: store what the store lacks, compose the tree in ``staging``.
+        ``environment``: the tree's interpreter's marker values, to check that the image holds exactly the tree's
+        distributions (what its root's requirements reach)."""
         from .._install.backends.run import Built
         from .._install.fill.compose import compose_stored
         from .._install.fill.plan import plan
@@ -116,53 +129,97 @@ class Source:
         image = found.image
         if requested.locked:
             # A lock's own pins, and its own metapackage's: exactly the image's distributions, by artifact hash.
+            # What a layer's annotation says is a claim: this refuses an image that does not even claim the lock's
+            # artifacts; what is stored is named by each layer's diff_id all the same, never by the lock's hash.
             planned = plan(tid.env, all_pins(tid, requested, staging.scratch_file)) or []
             wanted = {dist for dist, _ in planned}
-            holds = {layer.dist for layer in image.layers}
+            holds = {layer.claim for layer in image.layers}
             for layer in image.layers:
-                if layer.dist not in wanted:
-                    raise Refused(f"{found.reference}: layer {layer.digest} holds {layer.dist}, which {requested.text} "
-                                  "does not name (by its artifact's sha256): refused")  # fmt: skip
+                if layer.claim not in wanted:
+                    raise Refused(f"{found.reference}: layer {layer.digest} holds {layer.claim}, which "
+                                  f"{requested.text} does not name (by its artifact's sha256): refused")  # fmt: skip
             if missing := sorted(wanted - holds):
                 raise Refused(
                     f"{found.reference}: holds no layer of {missing[0]}, which {requested.text} names: refused"
                 )
         by_dist = {layer.dist: layer for layer in image.layers}
 
-        def fetch(layer: _image.LayerRef, scratch: str) -> None:
-            """Store ``layer``'s distribution from the registry, whoever holds its lock (the caller does)."""
+        def fetch(layer: _image.LayerRef, scratch: str) -> str:
+            """``layer``'s distribution fetched, unpacked and checked into a private dir under ``scratch``: its
+            path there. Nothing is published: a layer's files reach the store only once every layer is checked."""
             os.makedirs(scratch)
             blob = os.path.join(scratch, "blob")
-            what = f"{found.reference}: layer {layer.digest} ({layer.dist})"
+            what = f"{found.reference}: layer {layer.digest} ({layer.claim.name} {layer.claim.version})"
             self.registry().fetch_blob(layer.digest, layer.size, blob, what)
             staged = os.path.join(scratch, "dist")
             os.makedirs(staged)
-            unpack(blob, layer.diff_id, staged, what)
+            unpack(blob, layer.diff_id, staged, what)  # its diff_id recomputed: the name it is stored under
             os.unlink(blob)
-            try:
-                publish(layout, layer.dist, staged)
-            except InstallError as error:
-                raise Refused(f"{what}: not what its RECORD says: {error}: refused") from None
+            if (problem := _store.check(staged, layer.dist, seal=True)) is not None:
+                raise Refused(f"{what}: not what its RECORD says: {problem}: refused")
+            return staged
 
-        stored = 0
-        for number, layer in enumerate(sorted(image.layers)):
-            if fit(layout, layer.dist):
-                continue
-            with locks.hold(layer.dist.lock_key(), ready=partial(_store.present, layout, layer.dist)) as held:
-                if held.peer_finished or _store.present(layout, layer.dist):
+        # Stage every layer the store lacks, each checked, holding each one's lock (taken in DistId order, as
+        # every holder of several: never a circle) so that a peer pulling another tree that shares it fetches it
+        # once. Then publish them all: a pull that fails anywhere leaves nothing in the store. The rename is the
+        # commit point (it never replaces: a peer's copy there is the same diff_id's bytes); the locks only save
+        # duplicate work.
+        staged: list[tuple[DistId, str]] = []
+        with contextlib.ExitStack() as held_locks:
+            for number, dist in enumerate(sorted(by_dist)):
+                if fit(layout, dist):
+                    continue
+                ready = partial(_store.present, layout, dist)
+                held = held_locks.enter_context(locks.hold(dist.lock_key(), ready=ready))
+                if held.peer_finished or _store.present(layout, dist):
                     continue  # a peer stored it while we waited
-                fetch(layer, os.path.join(staging.tmp, f"layer-{number}"))
-                stored += 1
-        _log.logger().info("%s: %d of %d layers stored from %s", tid, stored, len(image.layers), found.reference)
+                staged.append((dist, fetch(by_dist[dist], os.path.join(staging.tmp, f"layer-{number}"))))
+            _holds_its_tree(layout, tid, found.reference, by_dist, dict(staged), environment)
+            for dist, path in staged:
+                publish(layout, dist, path, checked=True)
+        _log.logger().info("%s: %d of %d layers stored from %s", tid, len(staged), len(image.layers), found.reference)
 
         def restore(gone: Sequence[DistId], where: str) -> None:
             for number, dist in enumerate(gone):
-                fetch(by_dist[dist], os.path.join(where, str(number)))
+                publish(layout, dist, fetch(by_dist[dist], os.path.join(where, str(number))), checked=True)
 
         # gc may take a stored distribution no tree holds between the loop above and the links: composed again
         # holding every distribution's lock, after fetching what was taken (see _install.fill.compose).
         _, restored = compose_stored(layout, locks, list(by_dist), staging.target, staging.tmp, restore, str(tid))
         artifacts = tuple(
-            Artifact(layer.dist.name, str(layer.dist.version), layer.dist.sha256) for layer in image.layers
+            Artifact(layer.claim.name, str(layer.claim.version), diff_id=layer.diff_id, claimed=layer.claim.sha256)
+            for layer in image.layers
         )
-        return Built(INSTALLER, found.reference, artifacts), stored + restored
+        return Built(INSTALLER, found.reference, artifacts), len(staged) + restored
+
+
+def _holds_its_tree(
+    layout: Layout,
+    tid: TreeId,
+    reference: str,
+    by_dist: Mapping[DistId, _image.LayerRef],
+    staged: Mapping[DistId, str],
+    environment: Mapping[str, str] | None,
+) -> None:
+    """Refuse an image that holds other than exactly its tree's distributions: every layer's distribution is one
+    its root's ``Requires-Dist`` reaches (markers evaluated for the tree's interpreter), and every requirement
+    reached has its layer. ``staged``: where the ones not yet stored are."""
+    from .._store.requires import closure, requirements
+
+    needs = {}
+    for dist in by_dist:
+        found = requirements(staged[dist] if dist in staged else _store.path(layout, dist))
+        if found is None:
+            raise Refused(f"{reference}: the metadata of {dist.name} {dist.version} cannot be read: refused")
+        needs[dist.name] = found[0]
+    if environment is None:
+        return  # no interpreter to evaluate markers for: the tree's verify still checks its own dist-info
+    reached = closure(tid.name, tid.extras, needs, environment)
+    if reached is None:
+        raise Refused(f"{reference}: a requirement of {tid} names a distribution the image does not hold: refused")
+    versions = {dist.name: dist.version for dist in by_dist}
+    if extra := sorted(set(needs) - set(reached)):
+        raise Refused(f"{reference}: holds {extra[0]}, which {tid} does not require: refused")
+    for name, specifier in reached.items():
+        if not specifier.contains(versions[name], prereleases=True):
+            raise Refused(f"{reference}: holds {name} {versions[name]}, which {tid} requires as {specifier}: refused")

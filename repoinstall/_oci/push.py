@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 from .._disk.identity import TreeId
 from .._disk.layout import Layout
 from .._disk.manifest import TreeEntry, recorded_dists
-from .._errors import InstallError, InvalidRequirement
+from .._errors import InstallError
 from .._store import store as _store
-from .._store.identity import DistId
+from .._store.identity import DistId, of_row
 from . import image as _image
 from .client import Registry
 from .layer import Layer, build
@@ -47,18 +47,19 @@ class Pushed(NamedTuple):
         return self._asdict()
 
 
-def dists_of(tid: TreeId, record: TreeEntry) -> list[DistId]:
-    """The stored distributions a tree's record names, in a fixed order; :class:`InstallError` if one row has no
-    artifact hash (a tree the store did not compose: it has no layers to push)."""
+def dists_of(tid: TreeId, record: TreeEntry) -> list[tuple[DistId, DistId]]:
+    """The stored distributions a tree's record names, in a fixed order, each with what its layer's annotations
+    say (a wheel-verified one's own name; a registry-sourced one's name with the wheel sha256 it was claimed to be,
+    a claim carried on as a claim: the puller names it by the layer's diff_id again). :class:`InstallError` if a
+    row has no artifact hash (a tree the store did not compose: it has no layers to push)."""
     found = []
     for row in recorded_dists(record):
-        name, version, sha256 = row.get("name", ""), row.get("version", ""), row.get("sha256", "")
-        if not sha256:
+        name, version = row.get("name", ""), row.get("version", "")
+        dist = of_row(tid.env, row)
+        claim = of_row(tid.env, {"name": name, "version": version, "sha256": row.get("claimed", "")})
+        if dist is None or (dist.layer and claim is None):
             raise InstallError(f"{tid}: {name} {version} has no artifact hash in its record: it cannot be pushed")
-        try:
-            found.append(DistId.of(tid.env, name, version, sha256))
-        except InvalidRequirement as error:
-            raise InstallError(f"{tid}: {error}") from None
+        found.append((dist, dist if claim is None else claim))
     return sorted(found)
 
 
@@ -68,13 +69,13 @@ def push(layout: Layout, registry: Registry, tid: TreeId, record: TreeEntry) -> 
     before, before_bytes = registry.uploaded, registry.uploaded_bytes
     layers: list[tuple[DistId, Layer]] = []
     with tempfile.TemporaryDirectory(prefix="repoinstall-push-") as scratch:
-        for number, dist in enumerate(dists):
+        for number, (dist, annotated) in enumerate(dists):
             if not _store.present(layout, dist):
                 raise InstallError(f"{tid}: {dist} is not in the store: `repoinstall verify --repair` puts it back")
             layer = build(_store.path(layout, dist), os.path.join(scratch, f"{number}.tar.gz"))
             registry.push_blob(layer.digest, layer.size, path=layer.path)
             os.unlink(layer.path)
-            layers.append((dist, layer))
+            layers.append((annotated, layer))
     uploaded, uploaded_bytes = registry.uploaded - before, registry.uploaded_bytes - before_bytes
     platform = platform_of(tid.env)
     config = _image.config(tid.env, tid.pin, platform, [layer for _, layer in layers])

@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from .._disk import manifest as _manifest
 from .._disk.identity import canonical_name, canonical_version
 from .._disk.layout import RECORDS, Layout
-from .identity import split_leaf
+from .identity import of_row, split_leaf
 
 #: What a record row holds, keyed by ``(env, canonical name)``: a leaf, ``v:<canonical version>``, or ``*``.
 _EVERY = "*"
@@ -53,17 +53,17 @@ def held(layout: Layout) -> Held:
             name = row.get("name")
             if not name:
                 continue
-            named.setdefault((tid.env, canonical_name(name)), set()).add(_mark(row))
+            named.setdefault((tid.env, canonical_name(name)), set()).add(_mark(tid.env, row))
     return Held({key: frozenset(marks) for key, marks in named.items()}, records)
 
 
-def _mark(row: dict[str, str]) -> str:
+def _mark(env: str, row: dict[str, str]) -> str:
     """What one ``dists`` row holds: its stored distribution's leaf, or every artifact of its version, or all."""
     try:
         version = canonical_version(Version(row.get("version", "")))
     except InvalidVersion:
         return _EVERY
-    sha256 = row.get("sha256", "")
-    if len(sha256) == 64 and split_leaf(f"{version}-{sha256[:16]}") is not None:
-        return f"{version}-{sha256[:16]}"
+    named = of_row(env, row)
+    if named is not None and split_leaf(named.leaf) is not None:
+        return named.leaf
     return f"v:{version}"

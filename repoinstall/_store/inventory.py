@@ -16,7 +16,7 @@ from .._disk import fs as _fs
 from .._disk import walk as _walk
 from .._disk.identity import TreeId
 from .._disk.layout import STORE, Layout
-from .identity import DistId
+from .identity import DistId, of_row
 
 
 class Stored(NamedTuple):
@@ -81,10 +81,9 @@ def _dirs(dir_fd: int) -> list[str]:
 
 
 def holders(layout: Layout, trees: list[TreeId]) -> dict[Stored, list[TreeId]]:
-    """Of ``trees``, those whose record names each stored distribution's artifact (its name, version and
-    sha256): the trees composed from it. A tree without a record, or a row without a hash, names none."""
+    """Of ``trees``, those whose record names each stored distribution (its name, version and wheel sha256 or
+    layer diff_id): the trees composed from it. A tree without a record, or a row without a hash, names none."""
     from .._disk.manifest import read, recorded_dists
-    from .._errors import InvalidRequirement
 
     held: dict[Stored, list[TreeId]] = {}
     for tid in trees:
@@ -93,12 +92,8 @@ def holders(layout: Layout, trees: list[TreeId]) -> dict[Stored, list[TreeId]]:
         except (PermissionError, _fs.Unreadable):
             continue  # another UID's record: verify reports that tree as unreadable
         for row in () if record is None else recorded_dists(record):
-            name, version, sha256 = row.get("name"), row.get("version"), row.get("sha256")
-            if not (name and version and sha256):
-                continue
-            try:
-                dist = DistId.of(tid.env, name, version, sha256)
-            except (InvalidRequirement, ValueError):
-                continue  # not a row the store could have made
+            dist = of_row(tid.env, row)
+            if dist is None:
+                continue  # a row without a hash, or not one the store could have made
             held.setdefault(Stored.of(dist), []).append(tid)
     return held

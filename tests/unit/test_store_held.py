@@ -80,3 +80,30 @@ def test_records_hold_their_artifacts_and_rows_without_one_hold_every_artifact_o
     (garbage / "1.json").write_text("{not json")
     assert held(layout).records == 3
     layout.close()
+
+
+def test_a_registry_sourced_distribution_never_shares_a_wheels_name() -> None:
+    """Named by its layer's diff_id under ``<version>-layer-``: no wheel's sha256 (whatever its first 16 hex) can
+    name the same directory, and a record row says which kind it holds."""
+    from repoinstall._store.identity import DistId, is_layer_leaf, of_row, split_leaf
+
+    wheel = DistId.of(ENV, "Dep_C", "1.0", SHA)
+    layer = DistId.of_layer(ENV, "Dep_C", "1.0", f"sha256:{SHA}")
+    assert (wheel.leaf, layer.leaf) == (f"1-{SHA[:16]}", f"1-layer-{SHA[:16]}")
+    assert wheel != layer and (wheel.provenance, layer.provenance) == ("wheel", "registry")
+    assert split_leaf(layer.leaf) == split_leaf(wheel.leaf) == ("1", SHA[:16])
+    assert is_layer_leaf(layer.leaf) and not is_layer_leaf(wheel.leaf)
+    row = {"name": "Dep_C", "version": "1.0", "dist_info": "dep_c-1.0.dist-info"}
+    assert of_row(ENV, {**row, "sha256": SHA}) == wheel
+    # A pulled tree's row: its diff_id names it; the claimed wheel sha256 is never its name.
+    assert of_row(ENV, {**row, "diff_id": f"sha256:{SHA}", "claimed": "b" * 64}) == layer
+    assert of_row(ENV, row) is None and of_row(ENV, {**row, "diff_id": "sha256:nothex"}) is None
+
+
+def test_a_pulled_trees_rows_hold_its_registry_sourced_distributions(tmp_path: Path) -> None:
+    layout = Layout(tmp_path / "repo")
+    row = {"name": "dep-c", "version": "1.0", "dist_info": "dep_c-1.0.dist-info"}
+    _record(layout, "adaptor-p", [{**row, "diff_id": f"sha256:{SHA}", "claimed": "b" * 64}])
+    found = held(layout)
+    assert found.holds(ENV, "dep-c", f"1-layer-{SHA[:16]}")
+    assert not found.holds(ENV, "dep-c", f"1-{SHA[:16]}") and not found.holds(ENV, "dep-c", f"1-{'b' * 16}")

@@ -70,14 +70,14 @@ def into_store(
     return staged, stored
 
 
-def publish(layout: Layout, dist: DistId, staged: str, hashed: Hashed | None = None) -> None:
+def publish(layout: Layout, dist: DistId, staged: str, hashed: Hashed | None = None, *, checked: bool = False) -> None:
     """Check the staged dir is ``dist`` whole, making its files read-only as they are checked, and rename it into
     the store (a peer's, there first, is the same artifact's files: ours is dropped with the scratch dir).
     ``hashed``: what this install hashed of its own files (its pycs), used, and each file's digest taken here
-    added, for the tree's verify."""
+    added, for the tree's verify; ``checked``: the caller checked it so already (with ``seal``)."""
     # Read-only before the rename, so no file is ever writable at a store path; its directories stay writable
     # until it is published (a rename of a directory needs write permission on it), then freeze() takes that too.
-    if (problem := _store.check(staged, dist, hashed, seal=True)) is not None:
+    if not checked and (problem := _store.check(staged, dist, hashed, seal=True)) is not None:
         raise InstallError(problem)
     clear(layout, dist, locking=False)  # a stray at its path (set aside), or a symlink (refused)
     if not _store.publish(layout, dist, staged):
