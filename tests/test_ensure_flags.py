@@ -165,5 +165,6 @@ def test_verify_takes_the_trees_a_requirements_file_or_a_lock_names(
     empty.write_text("# nothing\n")
     none = json.loads(run("verify", "-r", empty, "--repo", repo, "--json").stdout)
     assert none["trees"] == [] and none["store"] == [], none
+    assert run("verify", "-r", empty, "--repo", repo).stdout == "nothing to verify\n"
     both = run("verify", "-r", requirements, "--all", "--repo", repo)
     assert both.returncode == 2 and len(both.stderr.splitlines()) == 1, both.stderr

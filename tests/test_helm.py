@@ -628,6 +628,45 @@ def test_the_chart_readme_describes_every_value() -> None:
         assert f"| `{key}` |" in readme, key  # every value the chart ships is in the table, with its description
 
 
+def chart_digest(*args: str) -> subprocess.CompletedProcess[str]:
+    script = CHART.parent / "chart_digest.py"
+    return subprocess.run([sys.executable, str(script), *args], check=False, capture_output=True, text=True)
+
+
+def test_the_chart_version_moves_with_every_change_under_helm() -> None:
+    """helm/ is the tree whose digest helm/chart-digests.txt records for Chart.yaml's version (no git needed), and the
+    recorded versions only go up, the current one last."""
+    result = chart_digest("--check")
+    assert result.returncode == 0, result.stderr.strip()
+    recorded = [line.split()[0] for line in (CHART.parent / "chart-digests.txt").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]  # fmt: skip
+    from packaging.version import Version
+
+    assert [Version(v) for v in recorded] == sorted({Version(v) for v in recorded}), recorded
+    assert recorded[-1] == str(yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]), recorded
+
+
+def test_an_edit_under_helm_without_a_bump_fails_in_one_line_that_says_what_to_do(tmp_path: Path) -> None:
+    helm_dir = tmp_path / "helm"
+    shutil.copytree(CHART.parent, helm_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    assert chart_digest("--check", "--root", str(helm_dir)).returncode == 0
+    with (helm_dir / "repoinstall" / "templates" / "NOTES.txt").open("a") as notes_file:
+        notes_file.write("\n")
+    result = chart_digest("--check", "--root", str(helm_dir))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "bump `version` in helm/repoinstall/Chart.yaml" in result.stderr and "chart_digest.py" in result.stderr
+    chart_yaml = helm_dir / "repoinstall" / "Chart.yaml"
+    chart = chart_yaml.read_text()
+    version = str(yaml.safe_load(chart)["version"])
+    chart_yaml.write_text(chart.replace(f"version: {version}\n", "version: 99.0.0\n"))
+    assert chart_digest("--check", "--root", str(helm_dir)).returncode == 1  # bumped, its line not yet added
+    line = chart_digest("--root", str(helm_dir)).stdout
+    assert line.startswith("99.0.0 sha256:")
+    with (helm_dir / "chart-digests.txt").open("a") as digests:
+        digests.write(line)
+    assert chart_digest("--check", "--root", str(helm_dir)).returncode == 0, "the digests file is not its own input"
+
+
 def test_trees_mount_as_image_volumes_on_pythonpath_and_validate_for_133_and_136() -> None:
     for version in IMAGE_VOLUME_KUBERNETES:
         report = helm.lint(CHART, IMAGE_VOLUMES, strict=True, kube_version=f"v{version}")

@@ -359,7 +359,7 @@ def test_gc_removes_plain_files_in_trash_and_staging_and_says_so_only_when_done(
         assert not os.path.lexists(path)
         assert "removed" in done.stdout and str(path) in done.stdout
     assert Path("/etc/hostname").exists()
-    assert _gc(repo).stdout == ""  # nothing left, nothing claimed
+    assert _gc(repo).stdout == "nothing to do\n"  # nothing left, nothing claimed
 
 
 def test_gc_on_a_read_only_repo_says_read_only(repo: Path, index: IndexServer, tmp_path: Path) -> None:

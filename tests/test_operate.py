@@ -166,10 +166,28 @@ def test_gc_removes_idle_lock_state_and_trash(repo: Path, index: IndexServer) ->
     done = run("gc", "--repo", repo, "--older-than", "0", *LOCK)
     assert done.returncode == 0, done.stderr
     assert not list((repo / "locks").rglob("*.lock.rw")) and not any((repo / "trash").iterdir())
+    for args in ([], ["--dry-run"]):  # clean now: a sentence, not silence
+        again = run("gc", "--repo", repo, "--older-than", "0", *LOCK, *args)
+        assert (again.returncode, again.stdout) == (0, "nothing to do\n"), again
     assert actions(run(*ensure_args(repo, index.url, "adaptor-a==1.0")).stdout) == ["present"]
     assert actions(run(*ensure_args(repo, index.url, "adaptor-d==1.0")).stdout) == ["installed"]
     bad = run("gc", "--repo", repo, "--older-than", "soon")
     assert bad.returncode == 2 and bad.stderr.startswith("repoinstall: error: 'soon' is not a duration")
+
+
+def test_gc_and_verify_of_an_empty_repo_say_there_is_nothing_to_do(repo: Path) -> None:
+    repo.mkdir()
+    for command, said in (
+        (["gc", "--dry-run"], "nothing to do"),
+        (["gc"], "nothing to do"),
+        (["verify"], "nothing to verify"),
+    ):
+        shown = run(*command, "--repo", repo, *LOCK)
+        assert (shown.returncode, shown.stdout, shown.stderr) == (0, f"{said}\n", ""), shown
+        assert run(*command, "--repo", repo, *LOCK, "-q").stdout == ""
+        as_json = json.loads(run(*command, "--repo", repo, *LOCK, "--json").stdout)  # the same document as before
+        assert as_json.get("removed", []) == as_json.get("trees", []) == as_json.get("store", []) == [], as_json
+    assert sorted(p.name for p in repo.iterdir()) == ["format", "trash"]
 
 
 def test_locks_shows_the_holder_and_when_it_goes_stale(repo: Path, index: IndexServer) -> None:

@@ -116,6 +116,12 @@ def test_a_spec_that_names_no_installed_tree_is_skipped_with_one_warning(repo: P
     assert len(warnings) == 2 and all("not installed in" in line for line in warnings), done.stderr
     assert warnings[0].startswith("repoinstall: skipping adaptor-h==1.0: not installed")
     assert not trees["adaptor-a==1.0"].exists()
+    for args in ([], ["--dry-run"]):  # nothing named is installed: a sentence on stdout after the warning
+        nothing = _remove(repo, "adaptor-a==1.0", *args)
+        assert (nothing.returncode, nothing.stdout) == (0, "nothing to remove\n"), nothing
+    as_json = _remove(repo, "adaptor-a==1.0", "--dry-run", "--json")  # the same document as before
+    assert [t["action"] for t in document(as_json.stdout)["trees"]] == ["skipped"], as_json.stdout
+    assert run("remove", "adaptor-a==1.0", "--repo", repo, "-q").stdout == ""
     assert run("remove", "adaptor-a==1.0", "--repo", repo, "-q").stderr.count("\n") == 1
     assert run("remove", "adaptor-a==1.0", "--repo", repo, "-qq").stderr == ""
     # No repo at all, no spec, a bad spec: one line, exit 2, nothing made.

@@ -487,6 +487,8 @@ def verify(
             typer.echo(f"{'obstacle':<10} {obstacle.path}\n           {obstacle.describe()}; left alone")
         for done in repaired:
             typer.echo(f"{done['action']:<10} {done.get('tree') or done['dist']}  (repair)")
+        if not (reports or stored or obstacles or repaired or failed):
+            typer.echo("nothing to verify")  # an empty repo, or files that name no tree: not silence
     for message in failed:
         typer.echo(f"repoinstall: error: {message}", err=True)
     broken = any(not r.ok for r in reports) or any(not d.ok for d in stored)
@@ -568,6 +570,8 @@ def gc(
         for item in removed:
             verb = "removed" if item.done else "would remove" if dry_run else "kept"
             typer.echo(f"{verb:<12} {item.kind:<8} {item.path}  ({item.reason})")
+        if not removed:
+            typer.echo("nothing to do")
     if any(not item.done for item in removed) and not dry_run:
         raise typer.Exit(1)
 
@@ -624,6 +628,8 @@ def remove(
                 verb = outcome.action.replace("-", " ")
                 note = f"  ({outcome.reason})" if outcome.reason else ""
                 typer.echo(f"{verb:<12} {outcome.tree}  {outcome.path}{note}")
+        if all(outcome.action == "skipped" for outcome in outcomes):
+            typer.echo("nothing to remove")  # each spec's warning said why
     for outcome in kept:
         typer.echo(f"repoinstall: error: {outcome.tree}: not removed: {outcome.reason}", err=True)
     if kept:

@@ -106,7 +106,12 @@ _SECONDS = "SECONDS"
 DECLARED: dict[str, Any] = {
     "repo": Annotated[
         str | None,
-        typer.Option("--repo", envvar="REPOINSTALL_REPO", help="Repo directory (default: a per-user data directory)."),
+        typer.Option(
+            "--repo",
+            envvar="REPOINSTALL_REPO",
+            metavar="DIR",
+            help="Repo directory (default: a per-user data directory).",
+        ),
     ],
     "as_json": Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")],
     "quiet": Annotated[
@@ -154,7 +159,11 @@ DECLARED: dict[str, Any] = {
     "install_timeout": Annotated[
         float,
         typer.Option(
-            "--install-timeout", envvar="REPOINSTALL_INSTALL_TIMEOUT", metavar=_SECONDS, help="Bound one pip run."
+            "--install-timeout",
+            envvar="REPOINSTALL_INSTALL_TIMEOUT",
+            metavar=_SECONDS,
+            help="Give up on a tree's install after this long: all the installer's runs for it (pip, or uv's lock "
+            "and install).",
         ),
     ],
     "installer": Annotated[
@@ -175,17 +184,56 @@ DECLARED: dict[str, Any] = {
             help="The installers' download cache, shared by this host's installs (default: pip's and uv's own).",
         ),
     ],
-    "index_url": Annotated[str | None, typer.Option("--index-url", "-i", metavar="URL", help="Passed to pip.")],
+    # The index and format options: as pip's, merged with pip's configuration; each is used where the version of
+    # an unpinned spec is chosen (repoinstall's own resolution, and --dry-run's plan) and given to the installer,
+    # pip or uv (index URLs in its environment, never on its command line).
+    "index_url": Annotated[
+        str | None,
+        typer.Option(
+            "--index-url",
+            "-i",
+            metavar="URL",
+            help="As pip: the package index (default: pip's configuration, else PyPI). Read to resolve unpinned "
+            "specs, and by pip or uv to install.",
+        ),
+    ],
     "extra_index_url": Annotated[
-        list[str] | None, typer.Option("--extra-index-url", metavar="URL", help="Passed to pip.", show_default=False)
+        list[str] | None,
+        typer.Option(
+            "--extra-index-url",
+            metavar="URL",
+            help="As pip: one more index, searched too (repeatable). Read to resolve unpinned specs, and by pip or "
+            "uv to install.",
+            show_default=False,
+        ),
     ],
     "find_links": Annotated[
         list[str] | None,
-        typer.Option("--find-links", "-f", metavar="LOCATION", help="Passed to pip.", show_default=False),
+        typer.Option(
+            "--find-links",
+            "-f",
+            metavar="LOCATION",
+            help="As pip: a directory or page of links to archives, searched too (repeatable). Read to resolve "
+            "unpinned specs, and by pip or uv to install.",
+            show_default=False,
+        ),
     ],
-    "no_index": Annotated[bool, typer.Option("--no-index", help="Passed to pip.")],
+    "no_index": Annotated[
+        bool,
+        typer.Option(
+            "--no-index",
+            help="As pip: no index, only --find-links, both to resolve unpinned specs and for pip or uv.",
+        ),
+    ],
     "constraint": Annotated[
-        list[str] | None, typer.Option("--constraint", "-c", metavar="FILE", help="Passed to pip.", show_default=False)
+        list[str] | None,
+        typer.Option(
+            "--constraint",
+            "-c",
+            metavar="FILE",
+            help="As pip: a constraints file (repeatable), obeyed to resolve unpinned specs and by pip or uv.",
+            show_default=False,
+        ),
     ],
     "jobs": Annotated[
         int,
@@ -193,6 +241,7 @@ DECLARED: dict[str, Any] = {
             "--jobs",
             "-j",
             envvar="REPOINSTALL_JOBS",
+            metavar="N",
             help="Install this many different trees at once (at most twice the CPUs this process may use, and 32).",
         ),
     ],
@@ -244,7 +293,8 @@ DECLARED: dict[str, Any] = {
         typer.Option(
             "--no-binary",
             metavar=":all:|:none:|NAME[,NAME]",
-            help="As pip (and passed to pip or uv): build these projects from source distributions.",
+            help="As pip: build these projects from source distributions; obeyed to resolve unpinned specs and by "
+            "pip or uv.",
             show_default=False,
         ),
     ],
@@ -253,7 +303,8 @@ DECLARED: dict[str, Any] = {
         typer.Option(
             "--only-binary",
             metavar=":all:|:none:|NAME[,NAME]",
-            help="As pip (and passed to pip or uv): take only wheels for these projects, never build.",
+            help="As pip: only wheels for these projects, never a build; obeyed to resolve unpinned specs and by pip "
+            "or uv.",
             show_default=False,
         ),
     ],

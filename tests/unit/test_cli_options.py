@@ -45,3 +45,32 @@ def test_ensure_run_and_verify_share_one_declaration_with_the_apis_defaults() ->
             assert name in found, (command, name)
             assert found[name] == getattr(defaults, name), (command, name)
     assert set(DECLARED) == set(Options._fields)
+
+
+def test_every_option_that_takes_a_value_names_it_in_upper_case() -> None:
+    """One metavar style, as the usage lines write placeholders: upper-case words (FILE, URL, SECONDS, N), never
+    typer's type names (``<str>``, ``<int>``); a lower-case alternative only where it is a value typed as it is."""
+    from typer.core import TyperOption
+
+    from repoinstall._options import INSTALLERS
+
+    literal = {*INSTALLERS, ":all:", ":none:"}
+    checked = 0
+    for name, command in typer.main.get_command(app).commands.items():  # type: ignore[attr-defined]
+        for param in command.params:
+            if not isinstance(param, TyperOption) or param.is_flag or param.count:
+                continue
+            checked += 1
+            assert param.metavar, (name, param.opts)
+            for word in param.metavar.split("|"):
+                assert word in literal or (word.isupper() and "<" not in word), (name, param.opts, param.metavar)
+    assert checked > 20
+
+
+def test_help_says_where_each_index_and_format_option_goes() -> None:
+    """They are read to resolve unpinned specs as well as given to pip or uv, and the help says both."""
+    from repoinstall._cli.options import DECLARED
+
+    for name in ("index_url", "extra_index_url", "find_links", "no_index", "constraint", "no_binary", "only_binary"):
+        (option,) = DECLARED[name].__metadata__
+        assert "resolve unpinned specs" in option.help and "pip or uv" in option.help, (name, option.help)
