@@ -332,9 +332,11 @@ def push(
     digest.
 
     Each stored distribution is one reproducible layer (the same digest from any repo), and a blob the registry
-    has is not uploaded again. The tag is the tree's name, extras, version, interpreter and ABI
-    (pandas-2.2.3-cp311-cp311); it names an index with one manifest per platform. Credentials come from
-    REGISTRY_AUTH_FILE, Docker's config.json (DOCKER_CONFIG, credential helpers) or a netrc.
+    has is not uploaded again. Every stored distribution is first hashed against its RECORD, as verify does: a
+    damaged one stops the push before any upload (exit 1; `verify --repair` installs it afresh). The tag is the
+    tree's name, extras, version, interpreter and ABI (pandas-2.2.3-cp311-cp311); it names an index with one
+    manifest per platform. Credentials come from REGISTRY_AUTH_FILE, Docker's config.json (DOCKER_CONFIG,
+    credential helpers) or a netrc.
     """
     _use_json(opts)
     _configure_log(opts)
