@@ -366,7 +366,9 @@ class Repo:
         the block (import caches invalidated), exactly them removed after. Specs must be installed (see
         :meth:`tree_path`); :class:`ActivationConflict` if a module of a tree is already imported from
         another version, :class:`TreesConflict` if two of the trees hold different versions of one
-        distribution. Imported modules stay imported after the block."""
+        distribution, :class:`RepoUnusable` (one line) if a tree is mounted ``noexec`` (no C extension would load)
+        or holds no ``*.dist-info`` (an image volume mounted empty). Imported modules stay imported after the
+        block."""
         from ._activate import activated, check_together
 
         labelled = [(self._label_of(tree), self._path_of(tree)) for tree in trees]
@@ -382,7 +384,8 @@ class Repo:
         **kwargs: object,
     ) -> object:
         """Call ``"module:function"`` in a fresh interpreter whose path starts with the trees (ensured first),
-        for full isolation between versions; returns its result or raises the exception it raised."""
+        for full isolation between versions; returns its result or raises the exception it raised. Its trees'
+        mounts are checked as :meth:`activate` checks them."""
         from ._activate import call_isolated, check_together
 
         wanted = [tree if isinstance(tree, EnsureResult) else self.ensure(tree) for tree in trees]
