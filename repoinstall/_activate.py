@@ -1,5 +1,6 @@
 """Using installed trees: on this process's ``sys.path`` for a block (activation), or in a fresh interpreter
-(isolation, for a second version of something this process already imported)."""
+(isolation, for a second version of something this process already imported). Either way each tree's mount is
+checked first (:func:`mount_problem`): one mounted ``noexec`` or holding no distribution fails with one line."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
-from ._errors import ActivationConflict, IsolatedCallError, TreesConflict
+from ._errors import ActivationConflict, IsolatedCallError, RepoUnusable, TreesConflict
 
 #: sys.path is one per process: activations from several threads edit it one at a time.
 _path_guard = threading.Lock()
@@ -26,6 +27,7 @@ def activated(trees: Sequence[str]) -> Iterator[list[str]]:
     tree whose modules were already imported from a different version is refused instead of half-working.
     """
     paths = [os.path.abspath(tree) for tree in trees]
+    check_mounts(paths)
     for tree in paths:
         if (problem := conflict(tree)) is not None:
             raise ActivationConflict(problem)
@@ -40,6 +42,43 @@ def activated(trees: Sequence[str]) -> Iterator[list[str]]:
                 with contextlib.suppress(ValueError):
                     sys.path.remove(path)  # ours only: others may have edited sys.path meanwhile
             importlib.invalidate_caches()
+
+
+def mount_problem(tree: str) -> str | None:
+    """Why the tree at ``tree`` cannot be imported from as it is mounted here, as one line, or ``None``: one
+    ``statvfs`` and a directory read up to the first ``*.dist-info``, so cheap enough for every activation.
+
+    Two ways a Kubernetes image volume has been mounted that break a worker far from the cause: ``noexec``
+    (CRI-O's first image-volume support, cri-o#8317, until Kubernetes took ``noexec`` out of the API,
+    kubernetes/enhancements#5354), which fails every C extension with "failed to map segment"; and empty, with
+    no error (k3s#14323), which fails the first import with ModuleNotFoundError."""
+    try:
+        noexec = bool(os.statvfs(tree).f_flag & os.ST_NOEXEC)
+        with os.scandir(tree) as entries:
+            holds = any(entry.name.endswith(".dist-info") for entry in entries)
+    except OSError as error:
+        return f"{tree}: cannot be read ({error.strerror or error}): not a tree to import from"
+    if noexec:
+        return (
+            f"{tree} is mounted noexec: no C extension can load from it ('failed to map segment'); an image "
+            "volume mounted noexec is the container runtime's doing (CRI-O's first image-volume support): upgrade "
+            "the runtime, or use the trees on the shared volume (imageVolumes.trees: []); a shared volume: mount "
+            "it without noexec"
+        )
+    if not holds:
+        return (
+            f"{tree} holds no distribution (no *.dist-info): an image volume that mounted empty (k3s#14323)? "
+            "check the pod's events and the node's runtime log, that the runtime supports image volumes, and that "
+            "the reference is what `repoinstall push` printed; or use the trees on the shared volume"
+        )
+    return None
+
+
+def check_mounts(trees: Sequence[str]) -> None:
+    """:class:`RepoUnusable` (exit 2), one line, for the first of ``trees`` :func:`mount_problem` refuses."""
+    for tree in trees:
+        if (problem := mount_problem(tree)) is not None:
+            raise RepoUnusable(problem)
 
 
 def check_together(trees: Sequence[tuple[str, str]]) -> None:
@@ -189,6 +228,7 @@ def call_isolated(
 ) -> object:
     """Call ``module:function`` in a fresh interpreter that has ``trees`` first on its path; its result, or
     the exception it raised. Arguments and result travel pickled."""
+    check_mounts(trees)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*trees, *filter(None, [env.get("PYTHONPATH")])])
     payload = pickle.dumps((list(trees), target, args, kwargs))

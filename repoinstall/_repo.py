@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from ._ops.storeverify import DistReport
     from ._ops.verify import TreeReport
     from ._options import InstallOptions
+    from ._store.identity import DistId
     from ._store.usage import StoreUsage
 
 R = TypeVar("R")
@@ -324,20 +325,28 @@ class Repo:
         from ._oci.auth import lookup
         from ._oci.client import Registry
         from ._oci.pull import INSTALLER
-        from ._oci.push import push
+        from ._oci.push import check, push
         from ._oci.settings import Settings as _Settings
 
+        wanted: list[tuple[TreeId, TreeEntry]] = []
+        checked: set[DistId] = set()
+        for tree in trees:
+            if tree.path is None or tree.version is None:
+                continue  # skipped: its marker is false here
+            tid = TreeId(self.env, tree.name, Version(tree.version), tree.extras)
+            record = read(self._layout, tid)
+            if record is None:
+                raise NotInstalled(f"{tid}: not installed in {self.path}")
+            if skip_pulled and record.installer == INSTALLER:
+                continue
+            # Every tree's stored distributions hashed against their RECORDs before the first blob goes up: a
+            # damaged one fails every later pull of its tag, so it stops the push with nothing sent.
+            with os_errors(self._layout.root, tid):
+                check(self._layout, tid, record, checked)
+            wanted.append((tid, record))
         pushed: list[Pushed] = []
         with Registry(to, self._registry_settings or _Settings(), lookup(to.host), push=True) as registry:
-            for tree in trees:
-                if tree.path is None or tree.version is None:
-                    continue  # skipped: its marker is false here
-                tid = TreeId(self.env, tree.name, Version(tree.version), tree.extras)
-                record = read(self._layout, tid)
-                if record is None:
-                    raise NotInstalled(f"{tid}: not installed in {self.path}")
-                if skip_pulled and record.installer == INSTALLER:
-                    continue
+            for tid, record in wanted:
                 with os_errors(self._layout.root, tid):
                     pushed.append(push(self._layout, registry, tid, record))
         return pushed
@@ -357,7 +366,9 @@ class Repo:
         the block (import caches invalidated), exactly them removed after. Specs must be installed (see
         :meth:`tree_path`); :class:`ActivationConflict` if a module of a tree is already imported from
         another version, :class:`TreesConflict` if two of the trees hold different versions of one
-        distribution. Imported modules stay imported after the block."""
+        distribution, :class:`RepoUnusable` (one line) if a tree is mounted ``noexec`` (no C extension would load)
+        or holds no ``*.dist-info`` (an image volume mounted empty). Imported modules stay imported after the
+        block."""
         from ._activate import activated, check_together
 
         labelled = [(self._label_of(tree), self._path_of(tree)) for tree in trees]
@@ -373,7 +384,8 @@ class Repo:
         **kwargs: object,
     ) -> object:
         """Call ``"module:function"`` in a fresh interpreter whose path starts with the trees (ensured first),
-        for full isolation between versions; returns its result or raises the exception it raised."""
+        for full isolation between versions; returns its result or raises the exception it raised. Its trees'
+        mounts are checked as :meth:`activate` checks them."""
         from ._activate import call_isolated, check_together
 
         wanted = [tree if isinstance(tree, EnsureResult) else self.ensure(tree) for tree in trees]

@@ -680,7 +680,9 @@ def test_trees_mount_as_image_volumes_on_pythonpath_and_validate_for_133_and_136
     # Before 1.33 the API has no image volume: the same Deployment is refused (the validation is real).
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(worker, "1.29.0", strict=True)
-    assert "initContainers" not in spec  # nothing to install: the trees are the images
+    # Nothing to install (the trees are the images): the one init container checks their mounts.
+    (check,) = spec["initContainers"]
+    assert check["args"] == ["check-trees", "/trees/pandas", "/trees/tools"]
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["tree-pandas"] == {
         "name": "tree-pandas",
@@ -708,6 +710,34 @@ def test_trees_mount_as_image_volumes_on_pythonpath_and_validate_for_133_and_136
     assert [c["name"] for c in spec["initContainers"]] == ["repoinstall"]
     assert "repoinstall-repo" in {v["name"] for v in spec["volumes"]}
     assert spec["imagePullSecrets"] == [{"name": "workers-image"}]
+
+
+def test_the_image_check_runs_check_trees_on_every_mount_and_refuses_an_empty_one(tmp_path: Path) -> None:
+    """The workers' init container, as rendered, run here: its command on the paths it names, with the worker's
+    mounts (an empty one is what k3s has mounted with no error; one with a dist-info passes)."""
+    root = tmp_path / "trees"
+    values = {**IMAGE_VOLUMES, "imageVolumes": {**IMAGE_VOLUMES["imageVolumes"], "mountRoot": str(root)}}
+    spec = of_kind(render(values), "Deployment")[0]["spec"]["template"]["spec"]
+    (check,) = spec["initContainers"]
+    (worker,) = spec["containers"]
+    assert check["name"] == "repoinstall-check-trees" and check["command"] == ["repoinstall"]
+    assert check["image"] == worker["image"] and check["securityContext"] == worker["securityContext"]
+    assert check["volumeMounts"] == worker["volumeMounts"][:-1]  # every tree's, read-only; not the worker's /tmp
+    assert all(mount["readOnly"] for mount in check["volumeMounts"])
+    (root / "pandas" / "pandas-2.2.3.dist-info").mkdir(parents=True)
+    (root / "tools").mkdir()
+    command = [sys.executable, "-m", "repoinstall", *check["args"]]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done
+    assert done.stderr.startswith(f"repoinstall: error: {root}/tools holds no distribution (no *.dist-info)"), done
+    assert "mounted empty (k3s#14323)" in done.stderr and len(done.stderr.splitlines()) == 1
+    (root / "tools" / "tools-1.0.dist-info").mkdir()
+    assert subprocess.run(command, capture_output=True, check=False).returncode == 0
+    # The worker's PYTHONPATH as one argument checks the same trees.
+    (python_path,) = [e["value"] for e in worker["env"] if e["name"] == "PYTHONPATH"]
+    done = subprocess.run([*command[:4], python_path], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done
+    assert "repoinstall.imageCheck" in notes(values)
 
 
 def test_registry_values_give_from_push_and_its_credentials_secret() -> None:

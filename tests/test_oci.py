@@ -292,3 +292,60 @@ def test_aensure_all_from_a_registry_asks_the_index_for_no_file(
         assert repo.verify().ok
     # As ensure_all does: a batch whose trees' images are looked for first stores nothing from the index first.
     assert {name: served.downloads(name) for name in names} == downloads
+
+
+def _registry_files(found: Registry) -> list[str]:
+    """Every file and directory of the registry's storage: a blob, upload, manifest or tag sent would add one."""
+    return sorted(str(path.relative_to(found.root)) for path in found.root.rglob("*")) if found.root.exists() else []
+
+
+def _stored(repo: Path, name: str) -> Path:
+    (stored,) = (repo / "store").glob(f"*/{name}/*")
+    return stored
+
+
+@pytest.mark.parametrize("damage", ["changed", "unrecorded"])
+def test_a_damaged_stored_distribution_stops_the_push_before_any_upload(
+    tmp_path: Path, served: IndexServer, damage: str
+) -> None:
+    repo = tmp_path / "repo"
+    done = run("ensure", "app-one==1.0", "app-two==1.0", "--repo", repo, "--no-index", "-f", served.url)
+    assert done.returncode == 0, done.stderr
+    # app-one's distributions (app-one, base-lib) are whole: pushed first, before app-two's, they would go up.
+    stored = _stored(repo, "app-two")
+    if damage == "changed":  # changed in place (stored files are read-only: made writable first)
+        damaged = "app_two/__init__.py"
+        os.chmod(stored / damaged, 0o644)
+        with open(stored / damaged, "r+b") as changing:
+            changing.write(b"X = 'tampered'\n")
+    else:  # a file no RECORD lists, in a stored distribution's directory
+        damaged = "app_two/planted.py"
+        os.chmod(stored / "app_two", 0o755)
+        (stored / damaged).write_text("PLANTED = True\n")
+        os.chmod(stored / "app_two", 0o555)
+    with registry(tmp_path / "registry") as oci:
+        before = _registry_files(oci)
+        where = f"{oci.host}/damaged"
+        pushing = run("push", where, "app-one==1.0", "app-two==1.0", "--repo", repo, "--no-index", "-f", served.url,
+                      "--plain-http")  # fmt: skip
+        assert pushing.returncode == 1, pushing.stderr
+        (line,) = pushing.stderr.splitlines()
+        label = "changed" if damage == "changed" else "not in its RECORD"
+        assert line.startswith("repoinstall: error: app-two==1.0: app-two==1.0 (sha256:"), line
+        assert f"is damaged in the store ({damaged} {label}): nothing was pushed" in line, line
+        assert line.endswith("`repoinstall verify --repair` installs it afresh"), line
+        assert pushing.stdout == ""
+        # Nothing went up: no blob, no manifest, no tag, not even the whole tree pushed first.
+        assert tags(oci, "damaged") == []
+        assert httpx.get(oci.url("/v2/_catalog")).json().get("repositories") in (None, [])
+        assert _registry_files(oci) == before
+
+        if damage != "changed":
+            return  # repair sets it aside, but puts it back only for a tree it damaged (not this one's)
+        # Repaired (the damaged distribution installed afresh, app-two's tree recomposed), the push goes up whole.
+        fixed = run("verify", "--repo", repo, "--repair", "--no-index", "-f", served.url)
+        assert fixed.returncode == 0, fixed.stderr
+        pushed = run("push", where, "app-one==1.0", "app-two==1.0", "--repo", repo, "--no-index", "-f", served.url,
+                     "--plain-http", "--json")  # fmt: skip
+        assert pushed.returncode == 0, pushed.stderr
+        assert len(tags(oci, "damaged")) == 4  # each tree's tag and its platform tag

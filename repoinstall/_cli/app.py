@@ -332,9 +332,11 @@ def push(
     digest.
 
     Each stored distribution is one reproducible layer (the same digest from any repo), and a blob the registry
-    has is not uploaded again. The tag is the tree's name, extras, version, interpreter and ABI
-    (pandas-2.2.3-cp311-cp311); it names an index with one manifest per platform. Credentials come from
-    REGISTRY_AUTH_FILE, Docker's config.json (DOCKER_CONFIG, credential helpers) or a netrc.
+    has is not uploaded again. Every stored distribution is first hashed against its RECORD, as verify does: a
+    damaged one stops the push before any upload (exit 1; `verify --repair` installs it afresh). The tag is the
+    tree's name, extras, version, interpreter and ABI (pandas-2.2.3-cp311-cp311); it names an index with one
+    manifest per platform. Credentials come from REGISTRY_AUTH_FILE, Docker's config.json (DOCKER_CONFIG,
+    credential helpers) or a netrc.
     """
     _use_json(opts)
     _configure_log(opts)
@@ -679,6 +681,27 @@ def path(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -
     except RepoinstallError as error:
         _fail(error)
     typer.echo(os.pathsep.join(paths))
+
+
+@app.command("check-trees", epilog=EXIT_CODES, short_help="Check tree paths (image volumes) before a worker imports.")
+def check_trees(
+    paths: Annotated[
+        list[str],
+        typer.Argument(metavar="PATH...", help="Tree directories; each may be PYTHONPATH-joined.", show_default=False),
+    ],
+) -> None:
+    """Check each tree directory as a worker will import from it: exit 2 with one line for the first that is on
+    a filesystem mounted noexec (no C extension loads from it: "failed to map segment") or holds no *.dist-info
+    (an image volume that mounted empty); nothing printed when all are fine.
+
+    Repo.activate checks its trees the same way. The Helm chart runs this in an init container of the workers
+    that mount trees as image volumes: `repoinstall check-trees "$PYTHONPATH"`."""
+    from .._activate import check_mounts
+
+    try:
+        check_mounts([tree for joined in paths for tree in joined.split(os.pathsep) if tree])
+    except RepoinstallError as error:
+        _fail(error)
 
 
 @app.command(epilog=EXIT_CODES, short_help="Write installed trees as a PEP 751 lock file (pylock.toml).")

@@ -1,6 +1,9 @@
 """A tree pushed as an image: one layer per stored distribution, its config and manifest, and an index at its
 tag that holds one manifest per platform of the tree's interpreter.
 
+Every stored distribution of the tree is first hashed against its RECORD (:func:`check`, verify's own audit):
+a damaged one stops the push before any blob is sent, since every pull of the tag would fail on it.
+
 Every blob is HEADed first and sent only when the registry lacks it, so a second tree that shares libraries
 uploads only its own distributions. The manifest goes up by digest and under this platform's own tag
 (``<tag>--<platform>``), then the tag is pointed at an index rebuilt from every platform tag of the tree
@@ -13,12 +16,15 @@ import os
 import tempfile
 from typing import Any, NamedTuple
 
+from .._disk import fs as _fs
 from .._disk.identity import TreeId
 from .._disk.layout import Layout
 from .._disk.manifest import TreeEntry, recorded_dists
 from .._errors import InstallError
+from .._store import audit as _audit
 from .._store import store as _store
 from .._store.identity import DistId, of_row
+from .._store.inventory import Stored
 from . import image as _image
 from .client import Registry
 from .layer import Layer, build
@@ -63,8 +69,49 @@ def dists_of(tid: TreeId, record: TreeEntry) -> list[tuple[DistId, DistId]]:
     return sorted(found)
 
 
+def check(layout: Layout, tid: TreeId, record: TreeEntry, seen: set[DistId] | None = None) -> None:
+    """Hash every file of each stored distribution of the tree ``tid`` against its RECORD, as ``verify`` does
+    (:func:`repoinstall._store.audit.check`); :class:`InstallError`, one line naming the first that is missing or
+    damaged and one damaged file by its path in the tree, if one is. Called for every tree of a push before any
+    blob is sent, so a damaged store uploads nothing. ``seen``: distributions checked already (added to)."""
+    for dist, _ in dists_of(tid, record):
+        if seen is not None and dist in seen:
+            continue
+        stored = Stored.of(dist)
+        try:
+            found = _audit.check(layout, stored)
+        except FileNotFoundError:
+            found = None  # set aside or collected since the tree's record was read
+        except PermissionError as error:
+            raise _fs.denied(layout.root, error, stored.parts()) from None
+        if found is None:
+            raise InstallError(f"{tid}: {dist} is not in the store: `repoinstall verify --repair` puts it back")
+        if not found.whole:
+            raise InstallError(
+                f"{tid}: {dist} is damaged in the store ({_damage(found)}): nothing was pushed; "
+                "`repoinstall verify --repair` installs it afresh"
+            )
+        if seen is not None:
+            seen.add(dist)
+
+
+def _damage(found: _audit.Audit) -> str:
+    """What is wrong with a stored distribution, as the first damaged file by its path in the tree."""
+    problems = found.problems
+    for label, files in (
+        ("changed", problems.changed),
+        ("missing", problems.missing),
+        ("not in its RECORD", problems.extra),
+    ):
+        if files:
+            more = len(problems.changed) + len(problems.missing) + len(problems.extra) - 1
+            return f"{files[0]} {label}" + (f", and {more} more file(s)" if more else "")
+    return found.why()
+
+
 def push(layout: Layout, registry: Registry, tid: TreeId, record: TreeEntry) -> Pushed:
-    """Push the tree ``tid`` (installed, its ``record`` read) to ``registry``."""
+    """Push the tree ``tid`` (installed, its ``record`` read, its stored distributions :func:`check`-ed) to
+    ``registry``."""
     dists = dists_of(tid, record)
     before, before_bytes = registry.uploaded, registry.uploaded_bytes
     layers: list[tuple[DistId, Layer]] = []

@@ -115,7 +115,7 @@ def test_help_shows_every_commands_summary_whole() -> None:
     on a narrow terminal."""
     group = typer.main.get_command(app)
     summaries = {name: command.short_help for name, command in group.commands.items()}  # type: ignore[attr-defined]
-    assert len(summaries) == 11 and all(summaries.values()), summaries
+    assert len(summaries) == 12 and all(summaries.values()), summaries
     for columns in ("200", "80", "50"):
         done = _cli("--help", env={**os.environ, "COLUMNS": columns})
         assert done.returncode == 0, done

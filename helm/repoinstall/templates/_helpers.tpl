@@ -411,10 +411,13 @@ affinity:
 {{/*
 PUBLIC: Kubernetes image volumes, one per imageVolumes.trees entry (KEP-4639: the node's runtime pulls the
 image once, shares its layers by digest, and mounts it read-only; each layer is one stored distribution at its
-path in the tree, so the mount is the tree). Empty without trees. With imageMounts and imagePythonPath:
+path in the tree, so the mount is the tree). Empty without trees. With imageCheck, imageMounts and
+imagePythonPath:
 
     volumes:
       {{- include "repoinstall.imageVolumes" . | nindent 8 }}
+    initContainers:
+      {{- include "repoinstall.imageCheck" . | nindent 8 }}
     containers:
       - env:
           {{- include "repoinstall.imagePythonPath" . | nindent 10 }}
@@ -440,6 +443,37 @@ PUBLIC: the image volumes' mounts, read-only at imageVolumes.mountRoot/NAME.
 - name: tree-{{ .name }}
   mountPath: {{ printf "%s/%s" $.Values.imageVolumes.mountRoot .name | quote }}
   readOnly: true
+{{- end }}
+{{- end }}
+
+{{/*
+PUBLIC: an init container that checks every image volume's mount before the workers import from it
+(`repoinstall check-trees`): one mounted noexec (CRI-O's first image-volume support: every C extension fails
+with "failed to map segment") or empty (k3s#14323) fails the pod at start with one line in this container's
+log, instead of its workers at their first import. Empty without trees. Put it in the workload's
+initContainers, beside imageVolumes, imageMounts and imagePythonPath.
+*/}}
+{{- define "repoinstall.imageCheck" -}}
+{{- with .Values.imageVolumes.trees }}
+- name: repoinstall-check-trees
+  image: {{ include "repoinstall.image" $ }}
+  imagePullPolicy: {{ $.Values.image.pullPolicy }}
+  command: {{ toJson $.Values.command }}
+  args:
+    - check-trees
+    {{- range . }}
+    - {{ printf "%s/%s" $.Values.imageVolumes.mountRoot .name | quote }}
+    {{- end }}
+  volumeMounts:
+    {{- include "repoinstall.imageMounts" $ | nindent 4 }}
+  {{- with $.Values.securityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $.Values.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
 {{- end }}
 
