@@ -19,6 +19,7 @@ from ._errors import (
     RepoUnusable,
     RequirementsFileError,
     ResolutionError,
+    SourceRefused,
     TreesConflict,
 )
 from ._options import InstallOptions, LockSettings
@@ -89,6 +90,7 @@ __all__ = [
     "RepoinstallError",
     "RequirementsFileError",
     "ResolutionError",
+    "SourceRefused",
     "StoreUsage",
     "TreeEntry",
     "TreeReport",

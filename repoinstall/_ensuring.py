@@ -260,17 +260,25 @@ class Ensurer:
 
     def _from_registry(self, tid: TreeId) -> Filler | None:
         """Step 5 from the tree's image where ``--from``'s registry has one (``None``: install as without it)."""
+        from ._errors import SourceRefused
+        from ._options import InstallOptions
+
         assert self._source is not None
-        with os_errors(self._layout.root, tid):
-            found = self._source.find(tid)
+        options = self._install_options or InstallOptions()
+        try:
+            with os_errors(self._layout.root, tid):
+                found = self._source.find(tid)
+        except SourceRefused as refusal:
+            if not options.index_allowed():
+                raise  # the refusal is the answer: an attack is never hidden
+            _log.logger().warning("%s; installing %s from the index instead", refusal, tid)
+            return None
         if found is None:
             _log.logger().info("%s: no image in %s; installing it", tid, self._source.reference)
             return None
         from ._install.markerenv import marker_environment
-        from ._options import InstallOptions
 
-        python = (self._install_options or InstallOptions()).python
-        return partial(self._source.fill, found, environment=marker_environment(python))
+        return partial(self._source.fill, found, environment=marker_environment(options.python))
 
     # ---- made on first use ----------------------------------------------------------------------------------
 

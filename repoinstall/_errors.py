@@ -44,6 +44,12 @@ class InstallError(RepoinstallError):
     """pip failed, the staged tree did not verify, or the repo ran out of space (exit 1)."""
 
 
+class SourceRefused(InstallError):
+    """What a source other than an installer sent (a registry's image) was refused: unsafe, over a bound, or not
+    what it claims (exit 1). Nothing of it is stored; ``ensure --from`` installs from the index instead where one
+    is allowed, with a warning naming the refusal."""
+
+
 class ArtifactGone(InstallError):
     """An artifact a pinned install names (a lock file's, a tree's kept closure's) is no longer where it was
     (exit 1)."""

@@ -80,6 +80,10 @@ class InstallOptions(NamedTuple):
     no_binary: tuple[str, ...] = ()
     only_binary: tuple[str, ...] = ()
 
+    def index_allowed(self) -> bool:
+        """Whether an installer may look anywhere for artifacts: not ``--no-index`` without ``--find-links``."""
+        return not self.no_index or bool(self.find_links)
+
     def validate(self) -> str | None:
         """A one-line reason these options cannot work, or ``None``: the same checks for the API and the CLI.
         Index URLs are checked where pip's configuration is merged in (:func:`repoinstall._pipconfig.index_config`).

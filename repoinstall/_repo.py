@@ -436,7 +436,7 @@ class Repo:
         from ._disk.dists import Hashed
         from ._ops.checkup import Verification, repair_all
         from ._ops.storeverify import verify_store
-        from ._ops.verify import every_tree, verify
+        from ._ops.verify import every_tree, unproven, verify
 
         wanted = [self._parsed(s) for s in specs]
         self._layout.existing_fd()
@@ -447,6 +447,10 @@ class Repo:
             self._layout.retrying(verify, self._layout, tid, hashed) for tid in (every if named is None else named)
         ]
         store = self._layout.retrying(verify_store, self._layout, every, named)
+        # A tree composed from a stored distribution a registry's annotation named is whole as it looks, and
+        # broken all the same (see _ops.verify.UNPROVEN).
+        suspect = {tid for report in store if report.unproven for tid in report.trees}
+        trees = [unproven(report) if report.tid in suspect else report for report in trees]
         return Verification(trees, store, repair_all(trees, store, self.repair_stored, self.repair) if repair else ())
 
     def verify_store(self, specs: Iterable[Requested | str] = ()) -> list[DistReport]:
@@ -479,7 +483,13 @@ class Repo:
             return "ok"
         with os_errors(self._layout.root, report.tid):
             return self._layout.retrying(
-                repair_tree, self._layout, self._ensurer.tree_locks(), self._install_options, report.tid, self.env
+                repair_tree,
+                self._layout,
+                self._ensurer.tree_locks(),
+                self._install_options,
+                report.tid,
+                self.env,
+                unproven=report.unproven,
             )
 
     def obstacles(self) -> list[Obstacle]:

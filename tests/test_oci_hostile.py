@@ -58,7 +58,8 @@ def with_entry(info: tarfile.TarInfo) -> bytes:
 
 
 def pull(repo: Path, where: str, *more: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    done = run("ensure", "evil-pkg==1.0", "--repo", repo, "--from", where, "--index-url", STOPPED, *more, env=env)
+    # --no-index: the refusal is the answer (with an index allowed, ensure --from warns and installs from it).
+    done = run("ensure", "evil-pkg==1.0", "--repo", repo, "--from", where, "--no-index", *more, env=env)
     return done.returncode, done.stderr
 
 
@@ -144,7 +145,7 @@ def test_a_lock_files_hashes_bind_a_pulled_image(tmp_path: Path, hostile: Hostil
     hostile.repository = "evil-lock"
     hostile.image(tag_for(tid), ENV, [(tar_of(dist), NOTES)])  # its sha256 is not the lock's
     done = run("ensure", "-r", lock, "--repo", tmp_path / "repo", "--from", f"{hostile.host}/evil-lock",
-               "--plain-http", "--index-url", STOPPED)  # fmt: skip
+               "--plain-http", "--no-index")  # fmt: skip
     assert done.returncode == 1 and "does not name (by its artifact's sha256)" in done.stderr, done.stderr
     assert nothing_stored(tmp_path / "repo")
 

@@ -128,7 +128,7 @@ def test_an_image_holds_exactly_its_trees_distributions(
     stowaway = [(planted("gamma"), claims(served, "gamma")), (planted("alpha"), claims(served, "alpha"))]
     hostile.image(f"gamma-1-{SHORT_ENV}", ENV, stowaway, tree="gamma==1.0")
     done = run("ensure", "gamma==1.0", "--repo", tmp_path / "a", "--from", f"{hostile.host}/stowaway",
-               "--plain-http", "--index-url", STOPPED)  # fmt: skip
+               "--plain-http", "--no-index")  # fmt: skip
     assert done.returncode == 1 and "which gamma" in done.stderr and "does not require" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not any((tmp_path / "a" / "store").rglob("*.dist-info"))
@@ -137,7 +137,7 @@ def test_an_image_holds_exactly_its_trees_distributions(
     hostile.image(f"beta-1-{SHORT_ENV}", ENV, [(planted("beta", ("alpha>=1.0",)), claims(served, "beta"))],
                   tree="beta==1.0")  # fmt: skip
     done = run("ensure", "beta==1.0", "--repo", tmp_path / "b", "--from", f"{hostile.host}/short",
-               "--plain-http", "--index-url", STOPPED)  # fmt: skip
+               "--plain-http", "--no-index")  # fmt: skip
     assert done.returncode == 1 and "does not hold" in done.stderr, done.stderr
     assert not any((tmp_path / "b" / "store").rglob("*.dist-info"))
     # The same distribution in two layers: refused before any blob is fetched.
@@ -146,6 +146,82 @@ def test_an_image_holds_exactly_its_trees_distributions(
                                                 (planted("gamma") + b"\0" * 512, claims(served, "gamma"))],
                   tree="gamma==1.0")  # fmt: skip
     done = run("ensure", "gamma==1.0", "--repo", tmp_path / "c", "--from", f"{hostile.host}/twice",
-               "--plain-http", "--index-url", STOPPED)  # fmt: skip
+               "--plain-http", "--no-index")  # fmt: skip
     assert done.returncode == 1 and "more than one layer" in done.stderr, done.stderr
     assert not any((tmp_path / "c" / "store").rglob("*.dist-info"))
+
+
+def test_a_refused_image_falls_back_to_the_index_with_a_warning(
+    tmp_path: Path, served: IndexServer, hostile: HostileRegistry
+) -> None:
+    hostile.repository = "refused"
+    stowaway = [(planted("gamma"), claims(served, "gamma")), (planted("alpha"), claims(served, "alpha"))]
+    hostile.image(f"gamma-1-{SHORT_ENV}", ENV, stowaway, tree="gamma==1.0")
+    where = f"{hostile.host}/refused"
+    # An index allowed: installed from it, the refusal a warning on stderr; nothing of the image stored.
+    done = run("ensure", "gamma==1.0", "--repo", tmp_path / "a", "--from", where, "--plain-http",
+               "--index-url", served.simple, "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "does not require: refused; installing gamma==1.0" in done.stderr and "from the index instead" in done.stderr
+    assert b"PLANTED" not in module_of(done.stdout, "gamma")
+    assert leaves(tmp_path / "a", "gamma") == [f"1-{claims(served, 'gamma')['org.repoinstall.dist.sha256'][:16]}"]
+    assert not (tmp_path / "a" / "store" / ENV / "alpha").exists()
+    # --no-index: the refusal is the answer, one line, exit 1.
+    done = run("ensure", "gamma==1.0", "--repo", tmp_path / "b", "--from", where, "--plain-http", "--no-index")
+    assert done.returncode == 1 and "does not require: refused" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    # An index that fails too: exit 1, and the refusal is still said.
+    done = run("ensure", "gamma==1.0", "--repo", tmp_path / "c", "--from", where, "--plain-http",
+               "--index-url", STOPPED)  # fmt: skip
+    assert done.returncode == 1 and "refused; installing it from the index instead failed" in done.stderr, done.stderr
+    # A manifest refused before any layer (a layer twice): the same fallback.
+    hostile.repository = "refused-twice"
+    twice = [(planted("gamma"), claims(served, "gamma")), (planted("gamma") + b"\0" * 512, claims(served, "gamma"))]
+    hostile.image(f"gamma-1-{SHORT_ENV}", ENV, twice, tree="gamma==1.0")
+    done = run("ensure", "gamma==1.0", "--repo", tmp_path / "d", "--from", f"{hostile.host}/refused-twice",
+               "--plain-http", "--index-url", served.simple)  # fmt: skip
+    assert done.returncode == 0 and "more than one layer: refused; installing" in done.stderr, done.stderr
+
+
+def test_a_store_made_by_0_4_0_is_found_and_repaired(
+    tmp_path: Path, served: IndexServer, hostile: HostileRegistry
+) -> None:
+    """0.4.0 stored a pulled layer under the wheel sha256 its annotation claimed, and composed it into trees from
+    the index. verify names that entry and every tree composed from it; --repair sets it aside and reinstalls them."""
+    repo = tmp_path / "repo"
+    hostile.repository = "old-store"
+    hostile.image(f"alpha-1-{SHORT_ENV}", ENV, [(planted("alpha"), claims(served, "alpha"))], tree="alpha==1.0")
+    pulled = run("ensure", "alpha==1.0", "--repo", repo, "--from", f"{hostile.host}/old-store", "--plain-http",
+                 "--no-index")  # fmt: skip
+    assert pulled.returncode == 0, pulled.stderr
+    # As 0.4.0 left it: the entry at the claimed wheel's name, the record's row naming it by that sha256.
+    wheel_sha = claims(served, "alpha")["org.repoinstall.dist.sha256"]
+    (layer,) = leaves(repo, "alpha")
+    (repo / "store" / ENV / "alpha" / layer).rename(repo / "store" / ENV / "alpha" / f"1-{wheel_sha[:16]}")
+    record_path = repo / "records" / ENV / "alpha" / "1.json"
+    record = json.loads(record_path.read_text())
+    (row,) = record["dists"]
+    record["dists"] = [{**{k: v for k, v in row.items() if k not in ("diff_id", "claimed")}, "sha256": wheel_sha}]
+    record_path.write_text(json.dumps(record))
+    assert run("verify", "--repo", repo).returncode == 1  # named by a claim: found at once
+    # ... and, as 0.4.0 did, a tree from the index composed from it.
+    composed = run("ensure", "beta==1.0", "--repo", repo, "--index-url", served.simple, "--json")
+    assert composed.returncode == 0, composed.stderr
+    beta_tree = Path(json.loads(composed.stdout)["packages"][0]["path"])
+    assert (beta_tree / "alpha" / "__init__.py").read_bytes() == PLANTED
+
+    found = run("verify", "--repo", repo, "--json")
+    assert found.returncode == 1, found.stderr
+    report = json.loads(found.stdout)
+    trees = {t["tree"]: t for t in report["trees"]}
+    assert trees["alpha==1.0"]["status"] == trees["beta==1.0"]["status"] == "broken"
+    assert any("annotation claimed" in note for note in trees["beta==1.0"]["notes"])
+    (entry,) = [d for d in report["store"] if d["stored"] == f"1-{wheel_sha[:16]}"]
+    assert entry["status"] == "broken" and sorted(entry["trees"]) == ["alpha==1.0", "beta==1.0"]
+
+    repaired = run("verify", "--repair", "--repo", repo, "--index-url", served.simple)
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert b"PLANTED" not in (beta_tree / "alpha" / "__init__.py").read_bytes()
+    alpha_tree = repo / "trees" / ENV / "alpha" / "1"
+    assert b"PLANTED" not in (alpha_tree / "alpha" / "__init__.py").read_bytes()
+    assert run("verify", "--repo", repo).returncode == 0

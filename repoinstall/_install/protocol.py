@@ -7,6 +7,7 @@ tree that anyone sees.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -14,7 +15,7 @@ from .. import _log, _stop
 from .._disk import manifest as _manifest
 from .._disk.check import Appeared, State, check, in_use, missing, present
 from .._disk.tree import adopt, clear_for_install
-from .._errors import ArtifactGone, InstallError
+from .._errors import ArtifactGone, InstallError, SourceRefused
 from .._lock.key import tree_key
 from .._options import InstallOptions
 
@@ -99,7 +100,8 @@ def ensure_tree(
             try:
                 installing_from, expected = pinned(layout, requested, tid, resolved)
                 if filler is not None:
-                    built, stored = filler(layout, locks, tid, installing_from, staging)
+                    opts = options or InstallOptions()
+                    built, stored = _from_source(filler, layout, locks, opts, tid, installing_from, staging, checked)
                 else:
                     built, stored = fill(
                         layout, locks, options or InstallOptions(), tid, installing_from, staging, checked
@@ -139,3 +141,31 @@ def ensure_tree(
             layout, tid, entry, pinned_before=expected is not None and not requested.locked and resolved is None
         )
         return Outcome("installed", held.waited, installing, size, stored)
+
+
+def _from_source(
+    filler: Filler,
+    layout: Layout,
+    locks: TreeLocks,
+    options: InstallOptions,
+    tid: TreeId,
+    requested: Requested,
+    staging: Staging,
+    checked: Collection[DistId],
+) -> tuple[Built, int]:
+    """Step 5 from a registry's image. Refused, nothing of it was stored (it publishes once every layer passed):
+    installed from the index instead where one is allowed, with a warning naming the refusal. With ``--no-index``
+    (no find-links) the refusal is the answer, and it is the answer too if the index fails: an attack is never
+    hidden."""
+    from .fill.tree import fill
+
+    try:
+        return filler(layout, locks, tid, requested, staging)
+    except SourceRefused as refusal:
+        if not options.index_allowed() or os.path.lexists(staging.target):
+            raise  # no index to ask, or refused while composing (a layer fetched again): the refusal is the answer
+        _log.logger().warning("%s; installing %s from the index instead", refusal, tid)
+        try:
+            return fill(layout, locks, options, tid, requested, staging, checked)
+        except InstallError as error:
+            raise InstallError(f"{refusal}; installing it from the index instead failed: {error}") from None

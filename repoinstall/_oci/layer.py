@@ -22,7 +22,7 @@ import tarfile
 from typing import IO, NamedTuple
 
 from .._disk import walk as _walk
-from .._errors import InstallError
+from .._errors import InstallError, SourceRefused
 
 MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 #: Every entry's mtime: a constant, so that a layer does not depend on when a repo stored its files.
@@ -117,7 +117,7 @@ def _no_follow(path: str, flags: int) -> int:
     return os.open(path, flags | os.O_NOFOLLOW)
 
 
-class Refused(InstallError):
+class Refused(SourceRefused):
     """A layer that is not one of ours: unsafe, or not what its manifest says (exit 1). Nothing is stored."""
 
 

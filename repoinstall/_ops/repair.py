@@ -25,8 +25,11 @@ if TYPE_CHECKING:
     from .storeverify import DistReport
 
 
-def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None, tid: TreeId, env: str) -> str:
-    """Re-record a whole tree or reinstall a broken one: "ok", "re-recorded" or "reinstalled"."""
+def repair_tree(
+    layout: Layout, locks: TreeLocks, options: InstallOptions | None, tid: TreeId, env: str, *, unproven: bool = False
+) -> str:
+    """Re-record a whole tree or reinstall a broken one: "ok", "re-recorded" or "reinstalled". ``unproven``: composed
+    from a stored distribution a registry's annotation named, so reinstalled however whole it looks."""
     from .._disk.identity import TreeKind
     from .._install import locked
     from .._install.protocol import ensure_tree
@@ -38,6 +41,10 @@ def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None
     # A tree still missing as we leave the lock (never installed, or set aside below) leaves no lock behind.
     with locks.hold(tree_key(tid), gone=lambda: missing(layout, tid)):
         report = verify(layout, tid)  # again: a peer may have repaired it while we waited for the lock
+        if unproven and report.ok:
+            # Whole as its RECORD says, which a registry wrote: reinstalled, never re-recorded (a peer's repair
+            # that reinstalled it meanwhile costs one install more, nothing else).
+            report = report._replace(status=CHANGED)
         if report.ok or (report.status == MISSING and "not installed" in report.notes):
             return "ok"  # whole, or nothing was ever published here
         if report.status == UNREADABLE:
@@ -50,7 +57,7 @@ def repair_tree(layout: Layout, locks: TreeLocks, options: InstallOptions | None
             requested = recorded(layout, tid)
         else:
             requested = parse_spec(tid.pin, source="repair")
-        if report.status in (UNRECORDED, CHANGED) and not report.problems:
+        if report.status in (UNRECORDED, CHANGED) and not report.problems and not unproven:
             # Every file checks out; only the record is missing or stale.
             status = check(layout, tid)
             if status.dist_info is not None and record_existing(layout, requested.text, tid, status.dist_info):
@@ -94,6 +101,10 @@ def repair_stored(layout: Layout, report: DistReport, env: str) -> str:
     stored = report.stored
     if stored.env != env:
         raise InstallError(f"{report} ({stored.env}): stored for another environment; repair it there")
+    if report.unproven:
+        # Whole as the RECORD a registry wrote says: set aside all the same (no tree links it again; each is
+        # reinstalled next), under its name, by a rename into trash/ as any damaged one.
+        return "set aside" if set_aside_stored(layout, stored, "named from a registry's annotation") else "ok"
     thing = strays.at_entry(layout, stored)
     if thing is Thing.SYMLINK:
         raise RepoUnusable(strays.refusal(layout, stored))  # may be an operator's: a person looks at it

@@ -15,7 +15,7 @@ from .._disk.things import Thing
 from .._store import audit as _audit
 from .._store import digests, strays
 from .._store.inventory import Stored, every, holders
-from .verify import BROKEN, CHANGED, MISSING, OK, UNREADABLE
+from .verify import BROKEN, CHANGED, MISSING, OK, UNPROVEN, UNREADABLE
 
 
 class DistReport(NamedTuple):
@@ -30,6 +30,9 @@ class DistReport(NamedTuple):
     notes: tuple[str, ...] = ()
     #: ``name==version`` as its dist-info says, when one names it.
     dist: str = ""
+    #: Named from a registry's annotation by repoinstall 0.4.0, never proven to be that wheel: ``--repair`` sets
+    #: it aside and reinstalls the trees composed from it.
+    unproven: bool = False
 
     @property
     def ok(self) -> bool:
@@ -61,7 +64,37 @@ def verify_store(layout: Layout, trees: list[TreeId], only: list[TreeId] | None 
         wanted = sorted({*every(layout), *(stray for stray, _ in strays.every(layout))})
     else:
         wanted = sorted(set(holders(layout, only)))
-    return [verify_one(layout, stored, tuple(held.get(stored, ()))) for stored in wanted]
+    named = annotation_named(layout, trees)
+    reports = [verify_one(layout, stored, tuple(held.get(stored, ()))) for stored in wanted]
+    return [
+        report._replace(status=BROKEN, notes=(*report.notes, UNPROVEN), unproven=True)
+        if report.stored in named and report.status in (OK, CHANGED)
+        else report
+        for report in reports
+    ]
+
+
+def annotation_named(layout: Layout, trees: list[TreeId]) -> set[Stored]:
+    """The stored distributions that repoinstall 0.4.0 stored from a registry's layers, named by the wheel sha256
+    their annotations claimed: those a pulled tree's record (installer ``oci-image``) names by a ``sha256``, where
+    this release records a layer's ``diff_id`` instead."""
+    from .._disk.manifest import read, recorded_dists
+    from .._oci.pull import INSTALLER
+    from .._store.identity import of_row
+
+    found: set[Stored] = set()
+    for tid in trees:
+        try:
+            record = read(layout, tid)
+        except (PermissionError, _fs.Unreadable):
+            continue  # another UID's record: verify reports that tree as unreadable
+        if record is None or record.installer != INSTALLER:
+            continue
+        for row in recorded_dists(record):
+            dist = of_row(tid.env, row)
+            if dist is not None and not dist.layer:
+                found.add(Stored.of(dist))
+    return found
 
 
 def verify_one(layout: Layout, stored: Stored, trees: tuple[TreeId, ...] = ()) -> DistReport:

@@ -15,6 +15,13 @@ from .._disk.manifest import recorded_dists
 #: Report statuses, worst last. UNREADABLE: this process may not read the tree or its record (another UID's).
 OK, UNRECORDED, CHANGED, BROKEN, MISSING = "ok", "unrecorded", "changed", "broken", "missing"
 UNREADABLE = "unreadable"
+#: What verify says of a store entry that repoinstall 0.4.0 named from a registry's annotation, and of the trees
+#: composed from it: its files check out against a RECORD the registry wrote, but nothing proves it is the wheel
+#: its name says. --repair sets it aside and reinstalls those trees.
+UNPROVEN = (
+    "named by the wheel sha256 a registry's annotation claimed (a pull by repoinstall 0.4.0), never proven to be "
+    "that wheel: --repair sets it aside and reinstalls the trees composed from it"
+)
 
 
 class TreeReport(NamedTuple):
@@ -25,6 +32,9 @@ class TreeReport(NamedTuple):
     status: str
     problems: RecordProblems
     notes: tuple[str, ...] = ()
+    #: Composed from a stored distribution that repoinstall 0.4.0 named from a registry's annotation: whole as its
+    #: RECORD says, and reinstalled by ``--repair`` all the same.
+    unproven: bool = False
 
     @property
     def ok(self) -> bool:
@@ -111,3 +121,10 @@ def _spelled(layout: Layout, tid: TreeId) -> TreeId:
         return as_recorded(layout, tid)
     except PermissionError:
         return tid  # a record this process may not read: verify reports the tree as unreadable
+
+
+def unproven(report: TreeReport) -> TreeReport:
+    """``report`` of a tree composed from an annotation-named stored distribution: broken, whole as it looks."""
+    if report.status in (MISSING, UNREADABLE):
+        return report
+    return report._replace(status=BROKEN, notes=(*report.notes, UNPROVEN), unproven=True)

@@ -24,6 +24,11 @@ def test_every_result_type_is_exported() -> None:
     assert exported["TreeReport"] is TreeReport and exported["LockInfo"] is LockInfo
     assert exported["Removal"] is Removal and exported["Finding"] is Finding and exported["TreeEntry"] is TreeEntry
     assert exported["Removed"] is Removed and exported["StoreUsage"] is StoreUsage
+    from repoinstall._errors import InstallError, SourceRefused
+    from repoinstall._oci.layer import Refused
+
+    assert exported["SourceRefused"] is SourceRefused and issubclass(Refused, SourceRefused)
+    assert issubclass(SourceRefused, InstallError)
 
 
 def test_importing_the_package_loads_no_operator_module() -> None:
