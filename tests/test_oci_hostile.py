@@ -4,10 +4,13 @@ with the credentials and certificates users have (auth file, netrc, CA bundle, c
 from __future__ import annotations
 
 import base64
+import io
 import json
 import shutil
+import subprocess
 import tarfile
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -74,6 +77,29 @@ def bomb() -> bytes:
     return tar_of(add)
 
 
+def sparse(*options: str) -> Callable[[], bytes]:
+    """A layer GNU tar writes with a sparse file of 512 MiB that takes a few hundred bytes (``options``: its
+    format and sparse version)."""
+
+    def make() -> bytes:
+        with tempfile.TemporaryDirectory() as where:
+            root = Path(where)
+            with tarfile.open(fileobj=(buffer := io.BytesIO()), mode="w") as tar:
+                dist(tar)
+            (root / "dist.tar").write_bytes(buffer.getvalue())
+            subprocess.run(["tar", "-xf", "dist.tar"], cwd=root, check=True)
+            (root / "evil_pkg").mkdir()
+            with open(root / "evil_pkg" / "holes.bin", "wb") as handle:
+                handle.truncate(512 << 20)
+                handle.seek(512 << 20)
+                handle.write(b"!")
+            names = ["evil_pkg-1.0.dist-info", "evil_pkg"]
+            return subprocess.run(["tar", "--sparse", *options, "-cf", "-", *names], cwd=root, check=True,
+                                  capture_output=True).stdout  # fmt: skip
+
+    return make
+
+
 CASES = {
     "dotdot": (lambda: with_entry(entry("../escape.py", tarfile.REGTYPE)), "leaves the tree"),
     "absolute": (lambda: with_entry(entry("/tmp/evil.py", tarfile.REGTYPE)), "leaves the tree"),
@@ -81,6 +107,10 @@ CASES = {
     "hard link": (lambda: with_entry(entry("evil_pkg/passwd", tarfile.LNKTYPE, "/etc/passwd")), "hard link"),
     "device": (lambda: with_entry(entry("evil_pkg/sda", tarfile.BLKTYPE)), "is a device"),
     "gzip bomb": (bomb, "gzip bomb"),
+    "sparse gnu": (sparse("--format=gnu"), "sparse file"),
+    "sparse pax 1.0": (sparse("--format=posix", "--sparse-version=1.0"), "sparse file"),
+    "sparse pax 0.1": (sparse("--format=posix", "--sparse-version=0.1"), "sparse file"),
+    "sparse pax 0.0": (sparse("--format=posix", "--sparse-version=0.0"), "sparse file"),
 }
 
 

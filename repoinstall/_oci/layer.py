@@ -7,7 +7,7 @@ mtime 0 and one fixed level. The same stored distribution gives the same bytes, 
 repo (with the same zlib).
 
 Unpacking refuses, with one line, what no layer of ours holds: absolute paths or ``..``, a path below a symlink,
-symlinks leaving the tree, hard links, devices, FIFOs, whiteouts, a name twice; and stops a layer that
+symlinks leaving the tree, hard links, devices, FIFOs, whiteouts, sparse files, a name twice; and stops a layer that
 decompresses to more than a bound (a gzip bomb) or whose uncompressed digest is not its ``diff_id``.
 """
 
@@ -176,6 +176,9 @@ def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, target: str, seen: d
         raise Refused(f"{what}: an entry with an empty name: refused")
     if posixpath.isabs(name) or path == ".." or path.startswith("../") or ".." in name.split("/"):
         raise Refused(f"{what}: {name!r} leaves the tree: refused")
+    if member.issparse() or any(key.startswith("GNU.sparse.") for key in member.pax_headers):
+        # GNU's 'S' type or PAX sparse headers (0.0, 0.1, 1.0): a few bytes that write a file of any size.
+        raise Refused(f"{what}: {name!r} is a sparse file: no layer of ours holds one: refused")
     base = posixpath.basename(path)
     if base.startswith(".wh."):
         raise Refused(f"{what}: {name!r} is a whiteout: no layer of a tree deletes anything: refused")
