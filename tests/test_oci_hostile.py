@@ -4,6 +4,7 @@ with the credentials and certificates users have (auth file, netrc, CA bundle, c
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import shutil
@@ -159,8 +160,6 @@ def test_a_lying_registry_is_refused(tmp_path: Path, hostile: HostileRegistry) -
 
 def test_a_lock_files_hashes_bind_a_pulled_image(tmp_path: Path, hostile: HostileRegistry) -> None:
     wheel = make_wheel(tmp_path, "evil-pkg", "1.0")
-    import hashlib
-
     lock = tmp_path / "requirements.txt"
     lock.write_text(f"evil-pkg==1.0 --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}\n")
     from repoinstall import Repo
@@ -221,3 +220,71 @@ def test_credentials_and_tls_as_users_have_them(tmp_path: Path) -> None:
         listed = json.loads(run("list", "--repo", tmp_path / "two", "--json").stdout)
         assert listed["trees"][0]["installer"] == "oci-image"
     shutil.rmtree(tmp_path / "reg", ignore_errors=True)
+
+
+def whole(payload: dict[str, bytes], name: str = "evil_pkg") -> tuple[bytes, dict[str, str]]:
+    """A layer of the distribution ``name`` 1.0 whose files check out against its RECORD: it is stored unless a
+    bound stops it."""
+    info = f"{name}-1.0.dist-info"
+    files = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n\n".encode(), **payload}
+    rows = []
+    for path, data in files.items():
+        encoded = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{path},sha256={encoded},{len(data)}\n")
+    rows.append(f"{info}/RECORD,,\n")
+
+    def add(tar: tarfile.TarFile) -> None:
+        for path, data in files.items():
+            regular(tar, path, data)
+        regular(tar, f"{info}/RECORD", "".join(rows).encode())
+
+    notes = {"org.repoinstall.dist.name": name, "org.repoinstall.dist.version": "1.0",
+             "org.repoinstall.dist.sha256": "a" * 64}  # fmt: skip
+    return tar_of(add), notes
+
+
+def stored(repo: Path) -> int:
+    return len(list((repo / "store").rglob("*.dist-info")))
+
+
+def no_tree(repo: Path) -> bool:
+    return not any((repo / "trees").glob("*/*/*"))
+
+
+def test_an_image_past_its_bounds_is_refused(tmp_path: Path, hostile: HostileRegistry) -> None:
+    """Bytes and files per layer and per image, counted as they are written (a layer that compresses well
+    claims little), and layers per image, counted before any blob is asked for."""
+    one_mib = {"evil_pkg/zeros.bin": bytes(1 << 20)}
+    many = {f"evil_pkg/f{n}.py": b"" for n in range(30)}
+    names = ["evil_pkg", *(f"evil{n}" for n in range(1, 8))]
+    cases = [
+        ("layer-bytes", [whole(one_mib)], ["--registry-max-layer-bytes", "1000000"], "--registry-max-layer-bytes"),
+        ("layer-files", [whole(many)], ["--registry-max-layer-files", "20"], "--registry-max-layer-files"),
+        # Eight layers of 1 MiB each (a few KB downloaded): the fourth passes 3 MiB in all.
+        ("bytes", [whole({f"{n}/zeros.bin": bytes(1 << 20)}, n) for n in names], ["--registry-max-bytes", str(3 << 20)],
+         "--registry-max-bytes"),
+        ("files", [whole({f"{n}/f{k}.py": b"" for k in range(30)}, n) for n in names], ["--registry-max-files", "100"],
+         "--registry-max-files"),
+    ]  # fmt: skip
+    for name, layers, options, said in cases:
+        hostile.repository = f"evil-bounds-{name}"
+        hostile.image(TAG, ENV, layers)
+        repo = tmp_path / name
+        code, err = pull(repo, f"{hostile.host}/{hostile.repository}", "--plain-http", *options)
+        assert code == 1 and said in err and "refused" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        assert no_tree(repo) and stored(repo) <= 3, err
+    # Within the bounds, the same image is stored whole.
+    code, err = pull(tmp_path / "within", f"{hostile.host}/{hostile.repository}", "--plain-http")
+    assert code == 0 and stored(tmp_path / "within") == 8, err
+
+
+def test_an_image_of_too_many_layers_is_refused_before_any_blob(tmp_path: Path, hostile: HostileRegistry) -> None:
+    hostile.repository = "evil-layers"
+    layer = tar_of(dist)
+    hostile.image(TAG, ENV, [(layer, {**NOTES, "org.repoinstall.dist.sha256": f"{n:064x}"}) for n in range(3001)])
+    del hostile.requests[:]
+    code, err = pull(tmp_path / "repo", f"{hostile.host}/{hostile.repository}", "--plain-http")
+    assert code == 1 and "3001 layers" in err and "--registry-max-layers" in err, err
+    assert len(err.strip().splitlines()) == 1 and nothing_stored(tmp_path / "repo"), err
+    assert not [asked for asked in hostile.requests if "/blobs/" in asked], hostile.requests

@@ -19,6 +19,7 @@ from .._store.identity import DistId
 from .layer import MEDIA_TYPE as LAYER
 from .layer import Layer, Refused
 from .reference import DIGEST, Platform
+from .settings import Settings
 
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 INDEX = "application/vnd.oci.image.index.v1+json"
@@ -164,8 +165,11 @@ def _descriptor(item: Any, what: str, kinds: tuple[str, ...]) -> tuple[str, int]
     return digest, size
 
 
-def read_manifest(data: bytes, digest: str, env: str, what: str) -> Image:
-    """The manifest ``data`` (fetched by ``digest``, already verified) of an image for ``env``."""
+def read_manifest(data: bytes, digest: str, env: str, what: str, settings: Settings | None = None) -> Image:
+    """The manifest ``data`` (fetched by ``digest``, already verified) of an image for ``env``, within the
+    bounds of ``settings`` (its number of layers, and the bytes they claim in all): refused before any blob is
+    fetched."""
+    settings = settings or Settings()
     document = parse_json(data, what)
     if document.get("schemaVersion") != 2 or document.get("mediaType") != MANIFEST:
         raise Refused(f"{what}: names the unknown media type {document.get('mediaType')!r}: refused")
@@ -177,6 +181,9 @@ def read_manifest(data: bytes, digest: str, env: str, what: str) -> Image:
     layers = document.get("layers")
     if not isinstance(layers, list) or not layers:
         raise Refused(f"{what}: an image without layers: refused")
+    if len(layers) > settings.max_layers:
+        raise Refused(f"{what}: an image of {len(layers)} layers, more than {settings.max_layers} "
+                      "(--registry-max-layers): refused")  # fmt: skip
     found_layers = []
     for item in layers:
         layer_digest, size = _descriptor(item, what, (LAYER,))
@@ -188,6 +195,9 @@ def read_manifest(data: bytes, digest: str, env: str, what: str) -> Image:
         except (InvalidRequirement, InstallError, ValueError) as error:
             raise Refused(f"{what}: layer {layer_digest}: {error}: refused") from None
         found_layers.append(LayerRef(dist, layer_digest, size, ""))
+    if (claimed := sum(layer.size for layer in found_layers)) > settings.max_bytes:
+        raise Refused(f"{what}: its layers claim {claimed} bytes, more than {settings.max_bytes} "
+                      "(--registry-max-bytes): refused")  # fmt: skip
     return Image(digest, tuple(found_layers), config_digest, config_size)
 
 

@@ -28,7 +28,7 @@ from .._store.audit import fit
 from . import image as _image
 from .auth import lookup
 from .client import Registry
-from .layer import Refused, unpack
+from .layer import Budget, Refused, unpack
 from .reference import Reference, platform_of, platform_tag, tag_for
 from .settings import Settings
 
@@ -99,7 +99,7 @@ class Source:
                 raise Refused(f"{where}: its index names {digest}, which the registry does not have: refused")
         elif kind != _image.MANIFEST:
             raise Refused(f"{where}: names the unknown media type {kind!r}: refused")
-        image = _image.read_manifest(got[0], digest, tid.env, where)
+        image = _image.read_manifest(got[0], digest, tid.env, where, self.settings)
         config = registry.fetch_document(image.config_digest, image.config_size, where)
         image = _image.with_config(image, config, tid.env, platform_of(tid.env), where)
         return Found(image, self.reference.pinned(image.digest))
@@ -128,6 +128,7 @@ class Source:
                     f"{found.reference}: holds no layer of {missing[0]}, which {requested.text} names: refused"
                 )
         by_dist = {layer.dist: layer for layer in image.layers}
+        budget = Budget(self.settings)  # what this image's layers may write, in all
 
         def fetch(layer: _image.LayerRef, scratch: str) -> None:
             """Store ``layer``'s distribution from the registry, whoever holds its lock (the caller does)."""
@@ -137,7 +138,7 @@ class Source:
             self.registry().fetch_blob(layer.digest, layer.size, blob, what)
             staged = os.path.join(scratch, "dist")
             os.makedirs(staged)
-            unpack(blob, layer.diff_id, staged, what)
+            unpack(blob, layer.diff_id, staged, what, budget)
             os.unlink(blob)
             try:
                 publish(layout, layer.dist, staged)
