@@ -4,6 +4,7 @@ with the credentials and certificates users have (auth file, netrc, CA bundle, c
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import json
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from certs import make_certificates
 from helpers import isolated_env, run
-from hostileregistry import HostileRegistry, regular, tar_of
+from hostileregistry import HostileRegistry, digest, regular, tar_of
 from registry import free_port, registry
 from wheels import make_wheel
 
@@ -288,3 +289,29 @@ def test_an_image_of_too_many_layers_is_refused_before_any_blob(tmp_path: Path, 
     assert code == 1 and "3001 layers" in err and "--registry-max-layers" in err, err
     assert len(err.strip().splitlines()) == 1 and nothing_stored(tmp_path / "repo"), err
     assert not [asked for asked in hostile.requests if "/blobs/" in asked], hostile.requests
+
+
+def test_a_layers_claimed_size_is_checked_before_it_is_fetched(tmp_path: Path, hostile: HostileRegistry) -> None:
+    """Past the layer bound, or past the scratch filesystem's free space: refused with no GET of the blob; and
+    a blob sending more than its manifest claims is cut off."""
+    layer, notes = whole({"evil_pkg/zeros.bin": bytes(1 << 20)})
+    where = f"{hostile.host}/evil-claims"
+    hostile.repository = "evil-claims"
+    hostile.image(TAG, ENV, [(layer, notes)])
+    blob = digest(gzip.compress(layer, mtime=0))
+    del hostile.requests[:]
+    code, err = pull(tmp_path / "a", where, "--plain-http", "--registry-max-layer-bytes", "500")
+    assert code == 1 and f"claims {len(hostile.blobs[blob])} bytes, more than 500 (--registry-max-layer-bytes)" in err
+    assert len(err.strip().splitlines()) == 1 and nothing_stored(tmp_path / "a"), err
+    assert not [asked for asked in hostile.requests if asked.startswith("GET") and blob in asked], hostile.requests
+    # A petabyte claimed, within bounds set that high: more than any test machine's disk has free.
+    hostile.image(TAG, ENV, [(layer, notes)], claimed=1 << 50)
+    huge = ["--registry-max-layer-bytes", str(1 << 60), "--registry-max-bytes", str(1 << 60)]
+    code, err = pull(tmp_path / "b", where, "--plain-http", *huge)
+    assert code == 1 and "bytes free: not fetched" in err, err
+    assert len(err.strip().splitlines()) == 1 and nothing_stored(tmp_path / "b"), err
+    assert not [asked for asked in hostile.requests if asked.startswith("GET") and blob in asked], hostile.requests
+    # Less claimed than sent: the fetch stops there.
+    hostile.image(TAG, ENV, [(layer, notes)], claimed=len(hostile.blobs[blob]) - 10)
+    code, err = pull(tmp_path / "c", where, "--plain-http")
+    assert code == 1 and "larger than the" in err and nothing_stored(tmp_path / "c"), err

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import ssl
 import time
@@ -61,6 +62,7 @@ class Registry:
         if (problem := settings.validate()) is not None:
             raise InvalidInput(problem)
         self.reference = reference
+        self.settings = settings
         self.base = f"{'http' if settings.plain_http else 'https'}://{reference.host}"
         self._credentials = credentials
         self._actions = "pull,push" if push else "pull"
@@ -120,8 +122,16 @@ class Registry:
         return True
 
     def fetch_blob(self, digest: str, size: int, out: str, what: str) -> None:
-        """GET a blob into the new file ``out``: :class:`Refused` if it is larger than ``size`` or its digest is
-        not ``digest``."""
+        """GET a blob into the new file ``out``: :class:`Refused` if ``size`` (as its manifest claims it) is
+        past the layer bound, if more arrives than ``size``, or if its digest is not ``digest``; one line, and
+        nothing asked for, if ``out``'s filesystem has less room than ``size``."""
+        if size > self.settings.max_layer_bytes:
+            raise Refused(f"{what}: claims {size} bytes, more than {self.settings.max_layer_bytes} "
+                          "(--registry-max-layer-bytes): refused")  # fmt: skip
+        scratch = os.path.dirname(os.path.abspath(out))
+        stat = os.statvfs(scratch)
+        if size > (room := stat.f_bavail * stat.f_frsize):
+            raise InstallError(f"{what}: claims {size} bytes, and {scratch} has {room} bytes free: not fetched")
         with self._stream("GET", self._url("blobs", digest)) as response, open(out, "xb") as handle:
             sha = hashlib.sha256()
             count = 0

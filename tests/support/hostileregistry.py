@@ -157,15 +157,22 @@ class HostileRegistry:
         *,
         layer_type: str = LAYER,
         tree: str = "evil-pkg==1.0",
+        claimed: int | None = None,
     ) -> dict[str, Any]:
-        """Put an image at ``tag``: each layer's tar (gzipped here) with its annotations; the manifest returned."""
+        """Put an image at ``tag``: each layer's tar (gzipped here) with its annotations; the manifest returned.
+        ``claimed``: the size every layer's descriptor says (else its own)."""
         descriptors, diff_ids = [], []
         for plain, notes in layers:
             blob = gzip.compress(plain, mtime=0)
             self.blobs[digest(blob)] = blob
             diff_ids.append(digest(plain))
             descriptors.append(
-                {"mediaType": layer_type, "digest": digest(blob), "size": len(blob), "annotations": notes}
+                {
+                    "mediaType": layer_type,
+                    "digest": digest(blob),
+                    "size": len(blob) if claimed is None else claimed,
+                    "annotations": notes,
+                }
             )
         platform = platform_of(env).as_dict()
         config = canonical({**platform, "rootfs": {"type": "layers", "diff_ids": diff_ids}})
