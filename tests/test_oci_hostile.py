@@ -315,3 +315,24 @@ def test_a_layers_claimed_size_is_checked_before_it_is_fetched(tmp_path: Path, h
     hostile.image(TAG, ENV, [(layer, notes)], claimed=len(hostile.blobs[blob]) - 10)
     code, err = pull(tmp_path / "c", where, "--plain-http")
     assert code == 1 and "larger than the" in err and nothing_stored(tmp_path / "c"), err
+
+
+def test_a_trickling_registry_is_given_up_and_a_slow_one_is_not(tmp_path: Path, hostile: HostileRegistry) -> None:
+    """A layer sent at 20 bytes a second (each read well within --registry-timeout) fails once a window of it
+    averages under --registry-min-rate; one sent slowly but above the rate is stored."""
+    hostile.repository = "evil-trickle"
+    layer = tar_of(dist)
+    hostile.image(TAG, ENV, [(layer, NOTES)])
+    blob = digest(gzip.compress(layer, mtime=0))
+    hostile.trickle[blob] = 0.05
+    try:
+        code, err = pull(tmp_path / "a", f"{hostile.host}/evil-trickle", "--plain-http", "--registry-rate-window",
+                         "0.3")  # fmt: skip
+        assert code == 1 and "bytes/s" in err and "--registry-min-rate" in err, err
+        assert len(err.strip().splitlines()) == 1 and nothing_stored(tmp_path / "a"), err
+        hostile.trickle[blob] = 0.002
+        code, err = pull(tmp_path / "b", f"{hostile.host}/evil-trickle", "--plain-http", "--registry-rate-window",
+                         "0.5", "--registry-min-rate", "10")  # fmt: skip
+        assert code == 0 and "1 of 1 layers stored" in err, err
+    finally:
+        hostile.trickle.clear()

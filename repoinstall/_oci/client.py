@@ -20,7 +20,7 @@ import re
 import ssl
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -135,8 +135,12 @@ class Registry:
         with self._stream("GET", self._url("blobs", digest)) as response, open(out, "xb") as handle:
             sha = hashlib.sha256()
             count = 0
+            pace = Pace(
+                self.settings.min_rate, self.settings.rate_window, size, f"{what}: registry {self.reference.host}"
+            )
             try:
-                for chunk in response.iter_bytes(_CHUNK):
+                for chunk in response.iter_bytes():  # as each read gives them, so a trickle is seen as one
+                    pace.add(len(chunk))
                     count += len(chunk)
                     if count > size:
                         raise Refused(f"{what}: blob {digest} is larger than the {size} bytes its manifest says")
@@ -229,7 +233,10 @@ class Registry:
                 with self._stream(method, url, content=content, headers=headers, ok=ok) as response:
                     body = b""
                     if method != "HEAD":
-                        for chunk in response.iter_bytes(_CHUNK):
+                        who = f"registry {self.reference.host}: {method} {_path(url)}"
+                        pace = Pace(self.settings.min_rate, self.settings.rate_window, limit, who)
+                        for chunk in response.iter_bytes():
+                            pace.add(len(chunk))
                             body += chunk
                             if len(body) > limit:
                                 raise Refused(f"registry {self.reference.host}: an answer larger than {limit} bytes "
@@ -337,6 +344,31 @@ class Registry:
         if response.status_code != 200 or not isinstance(token, str) or not token:
             raise RegistryError(f"registry {self.reference.host}: its token service gave no token")
         self._authorization = f"Bearer {token}"
+
+
+class Pace:
+    """A transfer's pace, as curl's ``--speed-limit``/``--speed-time`` bound it: :class:`RegistryError` once the
+    bytes of a ``window`` (seconds) average under ``rate`` a second, or once the whole takes longer than
+    ``window`` + ``size`` / ``rate`` (its cap, scaled by what it claims). A slow but live transfer passes; a
+    trickle, which a timeout on each read never stops, fails within about a window of falling behind."""
+
+    def __init__(self, rate: int, window: float, size: int, who: str, clock: Callable[[], float] = time.monotonic):
+        self.rate, self.window, self.who, self.clock = rate, window, who, clock
+        start = clock()
+        self.cap = start + window + size / rate
+        self.mark, self.since = start, 0
+
+    def add(self, count: int) -> None:
+        """``count`` bytes arrived now."""
+        now = self.clock()
+        self.since += count
+        if now > self.cap:
+            raise RegistryError(f"{self.who}: slower than {self.rate} bytes/s in all (--registry-min-rate)")
+        if now - self.mark >= self.window:
+            if self.since < self.rate * (now - self.mark):
+                raise RegistryError(f"{self.who}: slower than {self.rate} bytes/s for "
+                                    f"{now - self.mark:.1f}s (--registry-min-rate)")  # fmt: skip
+            self.mark, self.since = now, 0
 
 
 def _chunks(handle: object) -> Iterator[bytes]:
