@@ -336,3 +336,16 @@ def test_a_trickling_registry_is_given_up_and_a_slow_one_is_not(tmp_path: Path, 
         assert code == 0 and "1 of 1 layers stored" in err, err
     finally:
         hostile.trickle.clear()
+
+
+@pytest.mark.parametrize("fault", ["500 once", "dropped once"])
+def test_a_blob_get_that_fails_once_is_retried(tmp_path: Path, hostile: HostileRegistry, fault: str) -> None:
+    hostile.repository = f"flaky-{fault.replace(' ', '-')}"
+    layer = tar_of(dist)
+    hostile.image(TAG, ENV, [(layer, NOTES)])
+    blob = digest(gzip.compress(layer, mtime=0))
+    (hostile.fail_once if fault == "500 once" else hostile.drop_once).add(blob)
+    del hostile.requests[:]
+    code, err = pull(tmp_path / "repo", f"{hostile.host}/{hostile.repository}", "--plain-http")
+    assert code == 0 and "1 of 1 layers stored" in err, err
+    assert len([asked for asked in hostile.requests if asked.startswith("GET") and blob in asked]) == 2

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -132,6 +133,21 @@ class Registry:
         stat = os.statvfs(scratch)
         if size > (room := stat.f_bavail * stat.f_frsize):
             raise InstallError(f"{what}: claims {size} bytes, and {scratch} has {room} bytes free: not fetched")
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                self._fetch_blob_once(digest, size, out, what)
+                return
+            except RegistryError as error:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(out)  # the next attempt starts over
+                if attempt == _ATTEMPTS or not getattr(error, "transient", False):
+                    raise
+            time.sleep(0.2 * attempt)
+
+    def _fetch_blob_once(self, digest: str, size: int, out: str, what: str) -> None:
+        """One GET of a blob into the new file ``out``. A 5xx or 429, or a connection dropped before the end of
+        the body, is a transient :class:`RegistryError` (retried, as a manifest's GET is); a timeout or too slow
+        is not (a slow registry stays slow), nor a whole answer that is not the blob (:class:`Refused`)."""
         with self._stream("GET", self._url("blobs", digest)) as response, open(out, "xb") as handle:
             sha = hashlib.sha256()
             count = 0
@@ -147,7 +163,9 @@ class Registry:
                     sha.update(chunk)
                     handle.write(chunk)
             except httpx.HTTPError as error:
-                raise RegistryError(f"registry {self.reference.host}: {_worded(error)}") from None
+                dropped = RegistryError(f"registry {self.reference.host}: {_worded(error)}")
+                dropped.transient = not isinstance(error, httpx.TimeoutException)  # type: ignore[attr-defined]
+                raise dropped from None
         if f"sha256:{sha.hexdigest()}" != digest or count != size:
             raise Refused(f"{what}: blob {digest}: what the registry sent does not match its digest: refused")
 
