@@ -349,3 +349,39 @@ def test_a_blob_get_that_fails_once_is_retried(tmp_path: Path, hostile: HostileR
     code, err = pull(tmp_path / "repo", f"{hostile.host}/{hostile.repository}", "--plain-http")
     assert code == 0 and "1 of 1 layers stored" in err, err
     assert len([asked for asked in hostile.requests if asked.startswith("GET") and blob in asked]) == 2
+
+
+FORGED = "\nrepoinstall: error: forged second line\x1b[2K"
+
+
+def forged_name() -> tuple[bytes, dict[str, str]]:
+    def add(tar: tarfile.TarFile) -> None:
+        dist(tar)
+        regular(tar, f"evil_pkg/x{FORGED}.py", b"")  # not in its RECORD
+
+    return tar_of(add), NOTES
+
+
+VERSION, SHA256 = "org.repoinstall.dist.version", "org.repoinstall.dist.sha256"
+LINES: dict[str, Callable[[HostileRegistry], object]] = {
+    "config os": lambda h: h.image(TAG, ENV, [(tar_of(dist), NOTES)], config={"os": "linux" + FORGED}),
+    "annotation": lambda h: h.image(TAG, ENV, [(tar_of(dist), {**NOTES, VERSION: "1" + FORGED})]),
+    "annotation end": lambda h: h.image(TAG, ENV, [(tar_of(dist), {**NOTES, SHA256: "a" * 64 + "\n"})]),
+    "file name": lambda h: h.image(TAG, ENV, [forged_name()]),
+    "digest header": lambda h: h.image(TAG, ENV, [(tar_of(dist), NOTES)]),
+}
+
+
+@pytest.mark.parametrize("case", list(LINES))
+def test_a_registry_cannot_forge_a_line(tmp_path: Path, hostile: HostileRegistry, case: str) -> None:
+    """What a registry sends reaches stderr escaped: the failure is one line whatever it holds."""
+    hostile.repository = f"evil-lines-{case.replace(' ', '-')}"
+    LINES[case](hostile)
+    if case == "digest header":  # a tag resolving to a "digest" that moves the terminal's cursor
+        forged = hostile.head_digest[TAG] + "\x9b2J"
+        hostile.manifests[forged] = hostile.manifests[hostile.head_digest[TAG]]
+        hostile.head_digest[TAG] = forged
+    code, err = pull(tmp_path / "repo", f"{hostile.host}/{hostile.repository}", "--plain-http")
+    assert code == 1 and "refused" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.strip().isprintable() and nothing_stored(tmp_path / "repo"), err

@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING, NamedTuple
 import httpx
 
 from .._errors import InstallError, InvalidInput
+from .._redact import shown
 from .image import ACCEPT, DOCUMENT_LIMIT, Blob, digest_of
 from .layer import Refused
+from .reference import DIGEST, TAG
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -189,6 +191,9 @@ class Registry:
         if digest is None:  # the header is optional: the body's own digest then
             got = self.get_manifest(reference)
             return None if got is None else digest_of(got[0])
+        if not DIGEST.match(digest):
+            raise Refused(f"registry {self.reference.host}: {shown(reference)} is said to be '{shown(digest)}', "
+                          "which is not a sha256 digest: refused")  # fmt: skip
         return digest
 
     def get_manifest(self, reference: str) -> tuple[bytes, str] | None:
@@ -223,7 +228,8 @@ class Registry:
                 raise RegistryError(f"registry {self.reference.host}: its tag listing is not JSON") from None
             if not isinstance(listed, list):
                 raise RegistryError(f"registry {self.reference.host}: its tag listing is not a list")
-            found += [tag for tag in listed if isinstance(tag, str) and tag.startswith(prefix)]
+            # Only tags as the spec writes them: none carries a control character into a message.
+            found += [tag for tag in listed if isinstance(tag, str) and TAG.match(tag) and tag.startswith(prefix)]
             following = _NEXT.match(response.headers.get("link", ""))
             if following is None:
                 return found
@@ -335,7 +341,9 @@ class Registry:
             self._authorization = "Basic " + base64.b64encode(pair).decode("ascii")
             return
         if scheme != "bearer":
-            raise RegistryError(f"registry {self.reference.host}: an auth scheme not supported ({scheme or 'none'})")
+            raise RegistryError(
+                f"registry {self.reference.host}: an auth scheme not supported ({shown(scheme) or 'none'})"
+            )
         fields = dict(_CHALLENGE.findall(challenge))
         realm = fields.get("realm", "")
         if not realm.startswith(("https://", "http://")):
@@ -401,7 +409,8 @@ def _origin(url: str) -> tuple[str, str]:
 
 
 def _path(url: str) -> str:
-    return urllib.parse.urlsplit(url).path
+    """A URL's path as a message shows it (a redirect's is the registry's)."""
+    return shown(urllib.parse.urlsplit(url).path)
 
 
 def _worded(error: httpx.HTTPError) -> str:

@@ -15,6 +15,7 @@ import json
 from typing import Any, NamedTuple
 
 from .._errors import InstallError, InvalidRequirement
+from .._redact import shown
 from .._store.identity import DistId
 from .layer import MEDIA_TYPE as LAYER
 from .layer import Layer, Refused
@@ -190,10 +191,14 @@ def read_manifest(data: bytes, digest: str, env: str, what: str, settings: Setti
         notes = item.get("annotations")
         if not isinstance(notes, dict) or not all(isinstance(notes.get(k), str) for k in (NAME, VERSION, SHA256)):
             raise Refused(f"{what}: layer {layer_digest} does not name its distribution: refused")
+        if not all(notes[k].isprintable() for k in (NAME, VERSION, SHA256)):
+            named = " ".join(shown(notes[k]) for k in (NAME, VERSION, SHA256))
+            raise Refused(f"{what}: layer {layer_digest} names its distribution with control characters ({named}): "
+                          "refused")  # fmt: skip
         try:
             dist = DistId.of(env, notes[NAME], notes[VERSION], notes[SHA256])
         except (InvalidRequirement, InstallError, ValueError) as error:
-            raise Refused(f"{what}: layer {layer_digest}: {error}: refused") from None
+            raise Refused(f"{what}: layer {layer_digest}: {shown(error)}: refused") from None
         found_layers.append(LayerRef(dist, layer_digest, size, ""))
     if (claimed := sum(layer.size for layer in found_layers)) > settings.max_bytes:
         raise Refused(f"{what}: its layers claim {claimed} bytes, more than {settings.max_bytes} "
@@ -211,6 +216,7 @@ def with_config(image: Image, data: bytes, env: str, platform: Platform, what: s
     if not all(isinstance(d, str) and DIGEST.match(d) for d in diff_ids):
         raise Refused(f"{what}: its config names a diff_id that is not a sha256 digest: refused")
     if (document.get("os"), document.get("architecture")) != (platform.os, platform.architecture):
-        raise Refused(f"{what}: its config is for {document.get('os')}/{document.get('architecture')}: refused")
+        found = f"{shown(document.get('os'))}/{shown(document.get('architecture'))}"
+        raise Refused(f"{what}: its config is for {found}, not {platform.os}/{platform.architecture}: refused")
     layers = tuple(layer._replace(diff_id=diff_id) for layer, diff_id in zip(image.layers, diff_ids, strict=True))
     return image._replace(layers=layers)

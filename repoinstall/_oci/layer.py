@@ -26,6 +26,7 @@ from typing import IO, NamedTuple
 
 from .._disk import walk as _walk
 from .._errors import InstallError
+from .._redact import shown
 from .settings import Settings
 
 MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
@@ -213,7 +214,7 @@ def unpack(blob: str, diff_id: str, target: str, what: str, budget: Budget | Non
     except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as error:
         if isinstance(error, Refused):
             raise
-        raise Refused(f"{what}: not a gzip tar layer: {error}") from None
+        raise Refused(f"{what}: not a gzip tar layer: {shown(error)}") from None
     if f"sha256:{bounded.sha.hexdigest()}" != diff_id:
         raise Refused(f"{what}: its uncompressed digest is not the diff_id its image's config names: refused")
     return bounded.count

@@ -23,6 +23,7 @@ from .. import _log
 from .._disk.manifest import Artifact
 from .._errors import InstallError
 from .._install.fill.publish import publish
+from .._redact import shown
 from .._store import store as _store
 from .._store.audit import fit
 from . import image as _image
@@ -143,7 +144,7 @@ class Source:
             try:
                 publish(layout, layer.dist, staged)
             except InstallError as error:
-                raise Refused(f"{what}: not what its RECORD says: {error}: refused") from None
+                raise Refused(f"{what}: not what its RECORD says: {shown(error)}: refused") from None
 
         stored = 0
         for number, layer in enumerate(sorted(image.layers)):

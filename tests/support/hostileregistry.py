@@ -158,9 +158,11 @@ class HostileRegistry:
         layer_type: str = LAYER,
         tree: str = "evil-pkg==1.0",
         claimed: int | None = None,
+        config: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Put an image at ``tag``: each layer's tar (gzipped here) with its annotations; the manifest returned.
-        ``claimed``: the size every layer's descriptor says (else its own)."""
+        ``claimed``: the size every layer's descriptor says (else its own); ``config``: fields of the config
+        document set over the platform's."""
         descriptors, diff_ids = [], []
         for plain, notes in layers:
             blob = gzip.compress(plain, mtime=0)
@@ -175,13 +177,13 @@ class HostileRegistry:
                 }
             )
         platform = platform_of(env).as_dict()
-        config = canonical({**platform, "rootfs": {"type": "layers", "diff_ids": diff_ids}})
-        self.blobs[digest(config)] = config
+        config_data = canonical({**platform, **(config or {}), "rootfs": {"type": "layers", "diff_ids": diff_ids}})
+        self.blobs[digest(config_data)] = config_data
         manifest = {
             "schemaVersion": 2,
             "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest(config),
-                       "size": len(config)},
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest(config_data),
+                       "size": len(config_data)},
             "layers": descriptors,
             "annotations": {"org.repoinstall.env": env, "org.repoinstall.tree": tree},
         }  # fmt: skip
