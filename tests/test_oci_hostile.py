@@ -261,6 +261,9 @@ def test_an_image_past_its_bounds_is_refused(tmp_path: Path, hostile: HostileReg
     cases = [
         ("layer-bytes", [whole(one_mib)], ["--registry-max-layer-bytes", "1000000"], "--registry-max-layer-bytes"),
         ("layer-files", [whole(many)], ["--registry-max-layer-files", "20"], "--registry-max-layer-files"),
+        # One file 40 directories deep: each directory it makes is a file too.
+        ("layer-depth", [whole({"evil_pkg/" + "d/" * 40 + "x.py": b""})], ["--registry-max-layer-files", "20"],
+         "--registry-max-layer-files"),
         # Eight layers of 1 MiB each (a few KB downloaded): the fourth passes 3 MiB in all.
         ("bytes", [whole({f"{n}/zeros.bin": bytes(1 << 20)}, n) for n in names], ["--registry-max-bytes", str(3 << 20)],
          "--registry-max-bytes"),

@@ -243,13 +243,19 @@ def _extract(
     if base.startswith(".wh."):
         raise Refused(f"{what}: {name!r} is a whiteout: no layer of a tree deletes anything: refused")
     parent = posixpath.dirname(path)
+    made = []  # the directories this entry creates on its way, which no entry before it named: files too
     while parent:
-        if seen.get(parent, "dir") != "dir":
+        kind = seen.get(parent)
+        if kind is None:
+            made.append(parent)
+        elif kind not in ("dir", "made"):
             raise Refused(f"{what}: {name!r} lies below {parent!r}, which is not a directory: refused")
         parent = posixpath.dirname(parent)
-    if path in seen:
+    if path in seen and not (member.isdir() and seen[path] == "made"):
         raise Refused(f"{what}: {name!r} is in the layer twice: refused")
-    charge(member.size if member.isreg() else 0, 1)  # before anything of it is written
+    # Charged before anything of it is written: its bytes, itself (unless made already) and its new parents.
+    charge(member.size if member.isreg() else 0, len(made) + (0 if path in seen else 1))
+    seen.update(dict.fromkeys(made, "made"))
     full = os.path.join(target, path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     if member.isdir():
