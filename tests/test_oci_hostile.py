@@ -292,6 +292,10 @@ def test_an_image_of_too_many_layers_is_refused_before_any_blob(tmp_path: Path, 
     assert code == 1 and "3001 layers" in err and "--registry-max-layers" in err, err
     assert len(err.strip().splitlines()) == 1 and nothing_stored(tmp_path / "repo"), err
     assert not [asked for asked in hostile.requests if "/blobs/" in asked], hostile.requests
+    # The bound from its environment variable, as a pod spec sets it.
+    env = isolated_env(REPOINSTALL_REGISTRY_MAX_LAYERS="100")
+    code, err = pull(tmp_path / "repo", f"{hostile.host}/{hostile.repository}", "--plain-http", env=env)
+    assert code == 1 and "more than 100 (--registry-max-layers)" in err, err
 
 
 def test_a_layers_claimed_size_is_checked_before_it_is_fetched(tmp_path: Path, hostile: HostileRegistry) -> None:
