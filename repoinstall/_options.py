@@ -20,6 +20,19 @@ STOP_GRACE = 3.0
 INSTALLERS = ("pip", "uv")
 #: gc leaves debris younger than this: longer than an install may take, so it never races a live installer.
 GC_OLDER_THAN = 3600.0
+#: Registries (``--from``): bounds on what a pulled image writes, in bytes (files' contents) and files (every
+#: entry), per layer and for the whole image. A layer holds one distribution: torch's is about 2.5 GB unpacked,
+#: the largest CUDA libraries' a few GB; a data-science tree is a few hundred distributions and tens of GB.
+REGISTRY_MAX_LAYER_BYTES = 8 << 30
+REGISTRY_MAX_LAYER_FILES = 200_000
+REGISTRY_MAX_BYTES = 64 << 30
+REGISTRY_MAX_FILES = 2_000_000
+#: The most layers an image may have (one per distribution): a few hundred is a large tree.
+REGISTRY_MAX_LAYERS = 1_000
+#: A blob arriving slower than this many bytes a second, averaged over the window (seconds), is given up, as
+#: curl's ``--speed-limit``/``--speed-time`` do: a slow link passes (a 2.5 GB layer at 1 MB/s), a trickle fails.
+REGISTRY_MIN_RATE = 16 << 10
+REGISTRY_RATE_WINDOW = 60.0
 #: The most installers one process runs at once, whatever ``--jobs`` asks (see :func:`max_jobs`).
 JOBS_CEILING = 32
 

@@ -4,16 +4,21 @@ with the credentials and certificates users have (auth file, netrc, CA bundle, c
 from __future__ import annotations
 
 import base64
+import gzip
+import hashlib
+import io
 import json
 import shutil
+import subprocess
 import tarfile
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from certs import make_certificates
 from helpers import isolated_env, run
-from hostileregistry import HostileRegistry, regular, tar_of
+from hostileregistry import HostileRegistry, digest, regular, tar_of
 from registry import free_port, registry
 from wheels import make_wheel
 
@@ -75,6 +80,29 @@ def bomb() -> bytes:
     return tar_of(add)
 
 
+def sparse(*options: str) -> Callable[[], bytes]:
+    """A layer GNU tar writes with a sparse file of 512 MiB that takes a few hundred bytes (``options``: its
+    format and sparse version)."""
+
+    def make() -> bytes:
+        with tempfile.TemporaryDirectory() as where:
+            root = Path(where)
+            with tarfile.open(fileobj=(buffer := io.BytesIO()), mode="w") as tar:
+                dist(tar)
+            (root / "dist.tar").write_bytes(buffer.getvalue())
+            subprocess.run(["tar", "-xf", "dist.tar"], cwd=root, check=True)
+            (root / "evil_pkg").mkdir()
+            with open(root / "evil_pkg" / "holes.bin", "wb") as handle:
+                handle.truncate(512 << 20)
+                handle.seek(512 << 20)
+                handle.write(b"!")
+            names = ["evil_pkg-1.0.dist-info", "evil_pkg"]
+            return subprocess.run(["tar", "--sparse", *options, "-cf", "-", *names], cwd=root, check=True,
+                                  capture_output=True).stdout  # fmt: skip
+
+    return make
+
+
 CASES = {
     "dotdot": (lambda: with_entry(entry("../escape.py", tarfile.REGTYPE)), "leaves the tree"),
     "absolute": (lambda: with_entry(entry("/tmp/evil.py", tarfile.REGTYPE)), "leaves the tree"),
@@ -82,6 +110,10 @@ CASES = {
     "hard link": (lambda: with_entry(entry("evil_pkg/passwd", tarfile.LNKTYPE, "/etc/passwd")), "hard link"),
     "device": (lambda: with_entry(entry("evil_pkg/sda", tarfile.BLKTYPE)), "is a device"),
     "gzip bomb": (bomb, "gzip bomb"),
+    "sparse gnu": (sparse("--format=gnu"), "sparse file"),
+    "sparse pax 1.0": (sparse("--format=posix", "--sparse-version=1.0"), "sparse file"),
+    "sparse pax 0.1": (sparse("--format=posix", "--sparse-version=0.1"), "sparse file"),
+    "sparse pax 0.0": (sparse("--format=posix", "--sparse-version=0.0"), "sparse file"),
 }
 
 
@@ -130,8 +162,6 @@ def test_a_lying_registry_is_refused(tmp_path: Path, hostile: HostileRegistry) -
 
 def test_a_lock_files_hashes_bind_a_pulled_image(tmp_path: Path, hostile: HostileRegistry) -> None:
     wheel = make_wheel(tmp_path, "evil-pkg", "1.0")
-    import hashlib
-
     lock = tmp_path / "requirements.txt"
     lock.write_text(f"evil-pkg==1.0 --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}\n")
     from repoinstall import Repo
@@ -192,3 +222,182 @@ def test_credentials_and_tls_as_users_have_them(tmp_path: Path) -> None:
         listed = json.loads(run("list", "--repo", tmp_path / "two", "--json").stdout)
         assert listed["trees"][0]["installer"] == "oci-image"
     shutil.rmtree(tmp_path / "reg", ignore_errors=True)
+
+
+def whole(
+    payload: dict[str, bytes], name: str = "evil_pkg", requires: tuple[str, ...] = ()
+) -> tuple[bytes, dict[str, str]]:
+    """A layer of the distribution ``name`` 1.0 whose files check out against its RECORD: it is stored unless a
+    bound stops it. ``requires``: what its METADATA requires (an image holds exactly its tree's distributions)."""
+    info = f"{name}-1.0.dist-info"
+    needs = "".join(f"Requires-Dist: {r}\n" for r in requires)
+    files = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n{needs}\n".encode(), **payload}
+    rows = []
+    for path, data in files.items():
+        encoded = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{path},sha256={encoded},{len(data)}\n")
+    rows.append(f"{info}/RECORD,,\n")
+
+    def add(tar: tarfile.TarFile) -> None:
+        for path, data in files.items():
+            regular(tar, path, data)
+        regular(tar, f"{info}/RECORD", "".join(rows).encode())
+
+    notes = {"org.repoinstall.dist.name": name, "org.repoinstall.dist.version": "1.0",
+             "org.repoinstall.dist.sha256": "a" * 64}  # fmt: skip
+    return tar_of(add), notes
+
+
+def stored(repo: Path) -> int:
+    return len(list((repo / "store").rglob("*.dist-info")))
+
+
+def no_tree(repo: Path) -> bool:
+    return not any((repo / "trees").glob("*/*/*"))
+
+
+def test_an_image_past_its_bounds_is_refused(tmp_path: Path, hostile: HostileRegistry) -> None:
+    """Bytes and files per layer and per image, counted as they are written (a layer that compresses well
+    claims little), and layers per image, counted before any blob is asked for."""
+    one_mib = {"evil_pkg/zeros.bin": bytes(1 << 20)}
+    many = {f"evil_pkg/f{n}.py": b"" for n in range(30)}
+    names = ["evil_pkg", *(f"evil{n}" for n in range(1, 8))]
+    others = tuple(f"evil{n}==1.0" for n in range(1, 8))
+
+    def needs(name: str) -> tuple[str, ...]:
+        return others if name == "evil_pkg" else ()  # the tree's root requires the other seven
+
+    cases = [
+        ("layer-bytes", [whole(one_mib)], ["--registry-max-layer-bytes", "1000000"], "--registry-max-layer-bytes"),
+        ("layer-files", [whole(many)], ["--registry-max-layer-files", "20"], "--registry-max-layer-files"),
+        # One file 40 directories deep: each directory it makes is a file too.
+        ("layer-depth", [whole({"evil_pkg/" + "d/" * 40 + "x.py": b""})], ["--registry-max-layer-files", "20"],
+         "--registry-max-layer-files"),
+        # Eight layers of 1 MiB each (a few KB downloaded): the fourth passes 3 MiB in all.
+        ("bytes", [whole({f"{n}/zeros.bin": bytes(1 << 20)}, n, needs(n)) for n in names],
+         ["--registry-max-bytes", str(3 << 20)], "--registry-max-bytes"),
+        ("files", [whole({f"{n}/f{k}.py": b"" for k in range(30)}, n, needs(n)) for n in names],
+         ["--registry-max-files", "100"], "--registry-max-files"),
+    ]  # fmt: skip
+    for name, layers, options, said in cases:
+        hostile.repository = f"evil-bounds-{name}"
+        hostile.image(TAG, ENV, layers)
+        repo = tmp_path / name
+        code, err = pull(repo, f"{hostile.host}/{hostile.repository}", "--plain-http", *options)
+        assert code == 1 and said in err and "refused" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        assert no_tree(repo) and stored(repo) == 0, err  # every layer staged and checked before any is stored
+    # Within the bounds, the same image is stored whole.
+    code, err = pull(tmp_path / "within", f"{hostile.host}/{hostile.repository}", "--plain-http")
+    assert code == 0 and stored(tmp_path / "within") == 8, err
+
+
+def test_an_image_of_too_many_layers_is_refused_before_any_blob(tmp_path: Path, hostile: HostileRegistry) -> None:
+    hostile.repository = "evil-layers"
+    layer = tar_of(dist)
+    hostile.image(TAG, ENV, [(layer, {**NOTES, "org.repoinstall.dist.sha256": f"{n:064x}"}) for n in range(3001)])
+    del hostile.requests[:]
+    code, err = pull(tmp_path / "repo", f"{hostile.host}/{hostile.repository}", "--plain-http")
+    assert code == 1 and "3001 layers" in err and "--registry-max-layers" in err, err
+    assert len(err.strip().splitlines()) == 1 and nothing_stored(tmp_path / "repo"), err
+    assert not [asked for asked in hostile.requests if "/blobs/" in asked], hostile.requests
+    # The bound from its environment variable, as a pod spec sets it.
+    env = isolated_env(REPOINSTALL_REGISTRY_MAX_LAYERS="100")
+    code, err = pull(tmp_path / "repo", f"{hostile.host}/{hostile.repository}", "--plain-http", env=env)
+    assert code == 1 and "more than 100 (--registry-max-layers)" in err, err
+
+
+def test_a_layers_claimed_size_is_checked_before_it_is_fetched(tmp_path: Path, hostile: HostileRegistry) -> None:
+    """Past the layer bound, or past the scratch filesystem's free space: refused with no GET of the blob; and
+    a blob sending more than its manifest claims is cut off."""
+    layer, notes = whole({"evil_pkg/zeros.bin": bytes(1 << 20)})
+    where = f"{hostile.host}/evil-claims"
+    hostile.repository = "evil-claims"
+    hostile.image(TAG, ENV, [(layer, notes)])
+    blob = digest(gzip.compress(layer, mtime=0))
+    del hostile.requests[:]
+    code, err = pull(tmp_path / "a", where, "--plain-http", "--registry-max-layer-bytes", "500")
+    assert code == 1 and f"claims {len(hostile.blobs[blob])} bytes, more than 500 (--registry-max-layer-bytes)" in err
+    assert len(err.strip().splitlines()) == 1 and nothing_stored(tmp_path / "a"), err
+    assert not [asked for asked in hostile.requests if asked.startswith("GET") and blob in asked], hostile.requests
+    # A petabyte claimed, within bounds set that high: more than any test machine's disk has free.
+    hostile.image(TAG, ENV, [(layer, notes)], claimed=1 << 50)
+    huge = ["--registry-max-layer-bytes", str(1 << 60), "--registry-max-bytes", str(1 << 60)]
+    code, err = pull(tmp_path / "b", where, "--plain-http", *huge)
+    assert code == 1 and "bytes free: not fetched" in err, err
+    assert len(err.strip().splitlines()) == 1 and nothing_stored(tmp_path / "b"), err
+    assert not [asked for asked in hostile.requests if asked.startswith("GET") and blob in asked], hostile.requests
+    # Less claimed than sent: the fetch stops there.
+    hostile.image(TAG, ENV, [(layer, notes)], claimed=len(hostile.blobs[blob]) - 10)
+    code, err = pull(tmp_path / "c", where, "--plain-http")
+    assert code == 1 and "larger than the" in err and nothing_stored(tmp_path / "c"), err
+
+
+def test_a_trickling_registry_is_given_up_and_a_slow_one_is_not(tmp_path: Path, hostile: HostileRegistry) -> None:
+    """A layer sent at 20 bytes a second (each read well within --registry-timeout) fails once a window of it
+    averages under --registry-min-rate; one sent slowly but above the rate is stored."""
+    hostile.repository = "evil-trickle"
+    layer = tar_of(dist)
+    hostile.image(TAG, ENV, [(layer, NOTES)])
+    blob = digest(gzip.compress(layer, mtime=0))
+    hostile.trickle[blob] = 0.05
+    try:
+        code, err = pull(tmp_path / "a", f"{hostile.host}/evil-trickle", "--plain-http", "--registry-rate-window",
+                         "0.3")  # fmt: skip
+        assert code == 1 and "bytes/s" in err and "--registry-min-rate" in err, err
+        assert len(err.strip().splitlines()) == 1 and nothing_stored(tmp_path / "a"), err
+        hostile.trickle[blob] = 0.002
+        code, err = pull(tmp_path / "b", f"{hostile.host}/evil-trickle", "--plain-http", "--registry-rate-window",
+                         "0.5", "--registry-min-rate", "10")  # fmt: skip
+        assert code == 0 and "1 of 1 layers stored" in err, err
+    finally:
+        hostile.trickle.clear()
+
+
+@pytest.mark.parametrize("fault", ["500 once", "dropped once"])
+def test_a_blob_get_that_fails_once_is_retried(tmp_path: Path, hostile: HostileRegistry, fault: str) -> None:
+    hostile.repository = f"flaky-{fault.replace(' ', '-')}"
+    layer = tar_of(dist)
+    hostile.image(TAG, ENV, [(layer, NOTES)])
+    blob = digest(gzip.compress(layer, mtime=0))
+    (hostile.fail_once if fault == "500 once" else hostile.drop_once).add(blob)
+    del hostile.requests[:]
+    code, err = pull(tmp_path / "repo", f"{hostile.host}/{hostile.repository}", "--plain-http")
+    assert code == 0 and "1 of 1 layers stored" in err, err
+    assert len([asked for asked in hostile.requests if asked.startswith("GET") and blob in asked]) == 2
+
+
+FORGED = "\nrepoinstall: error: forged second line\x1b[2K"
+
+
+def forged_name() -> tuple[bytes, dict[str, str]]:
+    def add(tar: tarfile.TarFile) -> None:
+        dist(tar)
+        regular(tar, f"evil_pkg/x{FORGED}.py", b"")  # not in its RECORD
+
+    return tar_of(add), NOTES
+
+
+VERSION, SHA256 = "org.repoinstall.dist.version", "org.repoinstall.dist.sha256"
+LINES: dict[str, Callable[[HostileRegistry], object]] = {
+    "config os": lambda h: h.image(TAG, ENV, [(tar_of(dist), NOTES)], config={"os": "linux" + FORGED}),
+    "annotation": lambda h: h.image(TAG, ENV, [(tar_of(dist), {**NOTES, VERSION: "1" + FORGED})]),
+    "annotation end": lambda h: h.image(TAG, ENV, [(tar_of(dist), {**NOTES, SHA256: "a" * 64 + "\n"})]),
+    "file name": lambda h: h.image(TAG, ENV, [forged_name()]),
+    "digest header": lambda h: h.image(TAG, ENV, [(tar_of(dist), NOTES)]),
+}
+
+
+@pytest.mark.parametrize("case", list(LINES))
+def test_a_registry_cannot_forge_a_line(tmp_path: Path, hostile: HostileRegistry, case: str) -> None:
+    """What a registry sends reaches stderr escaped: the failure is one line whatever it holds."""
+    hostile.repository = f"evil-lines-{case.replace(' ', '-')}"
+    LINES[case](hostile)
+    if case == "digest header":  # a tag resolving to a "digest" that moves the terminal's cursor
+        forged = hostile.head_digest[TAG] + "\x9b2J"
+        hostile.manifests[forged] = hostile.manifests[hostile.head_digest[TAG]]
+        hostile.head_digest[TAG] = forged
+    code, err = pull(tmp_path / "repo", f"{hostile.host}/{hostile.repository}", "--plain-http")
+    assert code == 1 and "refused" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.strip().isprintable() and nothing_stored(tmp_path / "repo"), err

@@ -15,7 +15,21 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 import typer
 
-from .._options import HEARTBEAT, INDEX_TTL, INSTALL_TIMEOUT, INSTALLERS, STALE_AFTER, WAIT_TIMEOUT
+from .._options import (
+    HEARTBEAT,
+    INDEX_TTL,
+    INSTALL_TIMEOUT,
+    INSTALLERS,
+    REGISTRY_MAX_BYTES,
+    REGISTRY_MAX_FILES,
+    REGISTRY_MAX_LAYER_BYTES,
+    REGISTRY_MAX_LAYER_FILES,
+    REGISTRY_MAX_LAYERS,
+    REGISTRY_MIN_RATE,
+    REGISTRY_RATE_WINDOW,
+    STALE_AFTER,
+    WAIT_TIMEOUT,
+)
 
 if TYPE_CHECKING:
     from .._oci.settings import Settings
@@ -56,11 +70,30 @@ class Options(NamedTuple):
     registry_ca: str | None = None
     registry_client_cert: str | None = None
     registry_timeout: float = 60.0
+    registry_max_layers: int = REGISTRY_MAX_LAYERS
+    registry_max_layer_bytes: int = REGISTRY_MAX_LAYER_BYTES
+    registry_max_layer_files: int = REGISTRY_MAX_LAYER_FILES
+    registry_max_bytes: int = REGISTRY_MAX_BYTES
+    registry_max_files: int = REGISTRY_MAX_FILES
+    registry_min_rate: int = REGISTRY_MIN_RATE
+    registry_rate_window: float = REGISTRY_RATE_WINDOW
 
     def registry_settings(self) -> "Settings":
         from .._oci.settings import Settings
 
-        return Settings(self.plain_http, self.registry_ca, self.registry_client_cert, self.registry_timeout)
+        return Settings(
+            self.plain_http,
+            self.registry_ca,
+            self.registry_client_cert,
+            self.registry_timeout,
+            max_layers=self.registry_max_layers,
+            max_layer_bytes=self.registry_max_layer_bytes,
+            max_layer_files=self.registry_max_layer_files,
+            max_bytes=self.registry_max_bytes,
+            max_files=self.registry_max_files,
+            min_rate=self.registry_min_rate,
+            rate_window=self.registry_rate_window,
+        )
 
     def install_options(self) -> "InstallOptions":
         from .._options import InstallOptions, binary_values
@@ -351,6 +384,69 @@ DECLARED: dict[str, Any] = {
             help="Give up on a registry that answers nothing for this long.",
         ),
     ],
+    "registry_max_layers": Annotated[
+        int,
+        typer.Option(
+            "--registry-max-layers",
+            envvar="REPOINSTALL_REGISTRY_MAX_LAYERS",
+            metavar="N",
+            help="Refuse an image of more layers (one per distribution), before fetching any.",
+        ),
+    ],
+    "registry_max_layer_bytes": Annotated[
+        int,
+        typer.Option(
+            "--registry-max-layer-bytes",
+            envvar="REPOINSTALL_REGISTRY_MAX_LAYER_BYTES",
+            metavar="BYTES",
+            help="Refuse a layer that claims or writes more bytes than this.",
+        ),
+    ],
+    "registry_max_layer_files": Annotated[
+        int,
+        typer.Option(
+            "--registry-max-layer-files",
+            envvar="REPOINSTALL_REGISTRY_MAX_LAYER_FILES",
+            metavar="N",
+            help="Refuse a layer that writes more files than this.",
+        ),
+    ],
+    "registry_max_bytes": Annotated[
+        int,
+        typer.Option(
+            "--registry-max-bytes",
+            envvar="REPOINSTALL_REGISTRY_MAX_BYTES",
+            metavar="BYTES",
+            help="Refuse an image whose layers claim or write more bytes than this in all.",
+        ),
+    ],
+    "registry_max_files": Annotated[
+        int,
+        typer.Option(
+            "--registry-max-files",
+            envvar="REPOINSTALL_REGISTRY_MAX_FILES",
+            metavar="N",
+            help="Refuse an image whose layers write more files than this in all.",
+        ),
+    ],
+    "registry_min_rate": Annotated[
+        int,
+        typer.Option(
+            "--registry-min-rate",
+            envvar="REPOINSTALL_REGISTRY_MIN_RATE",
+            metavar="BYTES_PER_SECOND",
+            help="Give up on a transfer slower than this over --registry-rate-window (as curl's --speed-limit).",
+        ),
+    ],
+    "registry_rate_window": Annotated[
+        float,
+        typer.Option(
+            "--registry-rate-window",
+            envvar="REPOINSTALL_REGISTRY_RATE_WINDOW",
+            metavar=_SECONDS,
+            help="The window --registry-min-rate is averaged over (as curl's --speed-time).",
+        ),
+    ],
 }
 
 #: The sets commands take.
@@ -370,7 +466,19 @@ INSTALLING = (
 )
 RESOLVING = ("jobs", "refresh", "pre", "index_ttl")
 ENSURING = (*RESOLVING, "together", "require_hashes")
-REGISTRY = ("plain_http", "registry_ca", "registry_client_cert", "registry_timeout")
+REGISTRY = (
+    "plain_http",
+    "registry_ca",
+    "registry_client_cert",
+    "registry_timeout",
+    "registry_max_layers",
+    "registry_max_layer_bytes",
+    "registry_max_layer_files",
+    "registry_max_bytes",
+    "registry_max_files",
+    "registry_min_rate",
+    "registry_rate_window",
+)
 
 F = TypeVar("F", bound=Callable[..., None])
 

@@ -13,21 +13,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
 import ssl
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
 
 from .._errors import InstallError, InvalidInput
+from .._redact import shown
 from .image import ACCEPT, DOCUMENT_LIMIT, Blob, digest_of
 from .layer import Refused
+from .reference import DIGEST, TAG
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -61,6 +65,7 @@ class Registry:
         if (problem := settings.validate()) is not None:
             raise InvalidInput(problem)
         self.reference = reference
+        self.settings = settings
         self.base = f"{'http' if settings.plain_http else 'https'}://{reference.host}"
         self._credentials = credentials
         self._actions = "pull,push" if push else "pull"
@@ -120,20 +125,49 @@ class Registry:
         return True
 
     def fetch_blob(self, digest: str, size: int, out: str, what: str) -> None:
-        """GET a blob into the new file ``out``: :class:`Refused` if it is larger than ``size`` or its digest is
-        not ``digest``."""
+        """GET a blob into the new file ``out``: :class:`Refused` if ``size`` (as its manifest claims it) is
+        past the layer bound, if more arrives than ``size``, or if its digest is not ``digest``; one line, and
+        nothing asked for, if ``out``'s filesystem has less room than ``size``."""
+        if size > self.settings.max_layer_bytes:
+            raise Refused(f"{what}: claims {size} bytes, more than {self.settings.max_layer_bytes} "
+                          "(--registry-max-layer-bytes): refused")  # fmt: skip
+        scratch = os.path.dirname(os.path.abspath(out))
+        stat = os.statvfs(scratch)
+        if size > (room := stat.f_bavail * stat.f_frsize):
+            raise InstallError(f"{what}: claims {size} bytes, and {scratch} has {room} bytes free: not fetched")
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                self._fetch_blob_once(digest, size, out, what)
+                return
+            except RegistryError as error:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(out)  # the next attempt starts over
+                if attempt == _ATTEMPTS or not getattr(error, "transient", False):
+                    raise
+            time.sleep(0.2 * attempt)
+
+    def _fetch_blob_once(self, digest: str, size: int, out: str, what: str) -> None:
+        """One GET of a blob into the new file ``out``. A 5xx or 429, or a connection dropped before the end of
+        the body, is a transient :class:`RegistryError` (retried, as a manifest's GET is); a timeout or too slow
+        is not (a slow registry stays slow), nor a whole answer that is not the blob (:class:`Refused`)."""
         with self._stream("GET", self._url("blobs", digest)) as response, open(out, "xb") as handle:
             sha = hashlib.sha256()
             count = 0
+            pace = Pace(
+                self.settings.min_rate, self.settings.rate_window, size, f"{what}: registry {self.reference.host}"
+            )
             try:
-                for chunk in response.iter_bytes(_CHUNK):
+                for chunk in response.iter_bytes():  # as each read gives them, so a trickle is seen as one
+                    pace.add(len(chunk))
                     count += len(chunk)
                     if count > size:
                         raise Refused(f"{what}: blob {digest} is larger than the {size} bytes its manifest says")
                     sha.update(chunk)
                     handle.write(chunk)
             except httpx.HTTPError as error:
-                raise RegistryError(f"registry {self.reference.host}: {_worded(error)}") from None
+                dropped = RegistryError(f"registry {self.reference.host}: {_worded(error)}")
+                dropped.transient = not isinstance(error, httpx.TimeoutException)  # type: ignore[attr-defined]
+                raise dropped from None
         if f"sha256:{sha.hexdigest()}" != digest or count != size:
             raise Refused(f"{what}: blob {digest}: what the registry sent does not match its digest: refused")
 
@@ -157,6 +191,9 @@ class Registry:
         if digest is None:  # the header is optional: the body's own digest then
             got = self.get_manifest(reference)
             return None if got is None else digest_of(got[0])
+        if not DIGEST.match(digest):
+            raise Refused(f"registry {self.reference.host}: {shown(reference)} is said to be '{shown(digest)}', "
+                          "which is not a sha256 digest: refused")  # fmt: skip
         return digest
 
     def get_manifest(self, reference: str) -> tuple[bytes, str] | None:
@@ -191,7 +228,8 @@ class Registry:
                 raise RegistryError(f"registry {self.reference.host}: its tag listing is not JSON") from None
             if not isinstance(listed, list):
                 raise RegistryError(f"registry {self.reference.host}: its tag listing is not a list")
-            found += [tag for tag in listed if isinstance(tag, str) and tag.startswith(prefix)]
+            # Only tags as the spec writes them: none carries a control character into a message.
+            found += [tag for tag in listed if isinstance(tag, str) and TAG.match(tag) and tag.startswith(prefix)]
             following = _NEXT.match(response.headers.get("link", ""))
             if following is None:
                 return found
@@ -219,7 +257,10 @@ class Registry:
                 with self._stream(method, url, content=content, headers=headers, ok=ok) as response:
                     body = b""
                     if method != "HEAD":
-                        for chunk in response.iter_bytes(_CHUNK):
+                        who = f"registry {self.reference.host}: {method} {_path(url)}"
+                        pace = Pace(self.settings.min_rate, self.settings.rate_window, limit, who)
+                        for chunk in response.iter_bytes():
+                            pace.add(len(chunk))
                             body += chunk
                             if len(body) > limit:
                                 raise Refused(f"registry {self.reference.host}: an answer larger than {limit} bytes "
@@ -300,7 +341,9 @@ class Registry:
             self._authorization = "Basic " + base64.b64encode(pair).decode("ascii")
             return
         if scheme != "bearer":
-            raise RegistryError(f"registry {self.reference.host}: an auth scheme not supported ({scheme or 'none'})")
+            raise RegistryError(
+                f"registry {self.reference.host}: an auth scheme not supported ({shown(scheme) or 'none'})"
+            )
         fields = dict(_CHALLENGE.findall(challenge))
         realm = fields.get("realm", "")
         if not realm.startswith(("https://", "http://")):
@@ -329,6 +372,31 @@ class Registry:
         self._authorization = f"Bearer {token}"
 
 
+class Pace:
+    """A transfer's pace, as curl's ``--speed-limit``/``--speed-time`` bound it: :class:`RegistryError` once the
+    bytes of a ``window`` (seconds) average under ``rate`` a second, or once the whole takes longer than
+    ``window`` + ``size`` / ``rate`` (its cap, scaled by what it claims). A slow but live transfer passes; a
+    trickle, which a timeout on each read never stops, fails within about a window of falling behind."""
+
+    def __init__(self, rate: int, window: float, size: int, who: str, clock: Callable[[], float] = time.monotonic):
+        self.rate, self.window, self.who, self.clock = rate, window, who, clock
+        start = clock()
+        self.cap = start + window + size / rate
+        self.mark, self.since = start, 0
+
+    def add(self, count: int) -> None:
+        """``count`` bytes arrived now."""
+        now = self.clock()
+        self.since += count
+        if now > self.cap:
+            raise RegistryError(f"{self.who}: slower than {self.rate} bytes/s in all (--registry-min-rate)")
+        if now - self.mark >= self.window:
+            if self.since < self.rate * (now - self.mark):
+                raise RegistryError(f"{self.who}: slower than {self.rate} bytes/s for "
+                                    f"{now - self.mark:.1f}s (--registry-min-rate)")  # fmt: skip
+            self.mark, self.since = now, 0
+
+
 def _chunks(handle: object) -> Iterator[bytes]:
     read = handle.read  # type: ignore[attr-defined]
     while chunk := read(_CHUNK):
@@ -341,7 +409,8 @@ def _origin(url: str) -> tuple[str, str]:
 
 
 def _path(url: str) -> str:
-    return urllib.parse.urlsplit(url).path
+    """A URL's path as a message shows it (a redirect's is the registry's)."""
+    return shown(urllib.parse.urlsplit(url).path)
 
 
 def _worded(error: httpx.HTTPError) -> str:

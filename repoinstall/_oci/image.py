@@ -15,10 +15,12 @@ import json
 from typing import Any, NamedTuple
 
 from .._errors import InstallError, InvalidRequirement
+from .._redact import shown
 from .._store.identity import DistId
 from .layer import MEDIA_TYPE as LAYER
 from .layer import Layer, Refused
 from .reference import DIGEST, Platform
+from .settings import Settings
 
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 INDEX = "application/vnd.oci.image.index.v1+json"
@@ -171,8 +173,11 @@ def _descriptor(item: Any, what: str, kinds: tuple[str, ...]) -> tuple[str, int]
     return digest, size
 
 
-def read_manifest(data: bytes, digest: str, env: str, what: str) -> Image:
-    """The manifest ``data`` (fetched by ``digest``, already verified) of an image for ``env``."""
+def read_manifest(data: bytes, digest: str, env: str, what: str, settings: Settings | None = None) -> Image:
+    """The manifest ``data`` (fetched by ``digest``, already verified) of an image for ``env``, within the
+    bounds of ``settings`` (its number of layers, and the bytes they claim in all): refused before any blob is
+    fetched."""
+    settings = settings or Settings()
     document = parse_json(data, what)
     if document.get("schemaVersion") != 2 or document.get("mediaType") != MANIFEST:
         raise Refused(f"{what}: names the unknown media type {document.get('mediaType')!r}: refused")
@@ -184,17 +189,27 @@ def read_manifest(data: bytes, digest: str, env: str, what: str) -> Image:
     layers = document.get("layers")
     if not isinstance(layers, list) or not layers:
         raise Refused(f"{what}: an image without layers: refused")
+    if len(layers) > settings.max_layers:
+        raise Refused(f"{what}: an image of {len(layers)} layers, more than {settings.max_layers} "
+                      "(--registry-max-layers): refused")  # fmt: skip
     found_layers = []
     for item in layers:
         layer_digest, size = _descriptor(item, what, (LAYER,))
         notes = item.get("annotations")
         if not isinstance(notes, dict) or not all(isinstance(notes.get(k), str) for k in (NAME, VERSION, SHA256)):
             raise Refused(f"{what}: layer {layer_digest} does not name its distribution: refused")
+        if not all(notes[k].isprintable() for k in (NAME, VERSION, SHA256)):
+            named = " ".join(shown(notes[k]) for k in (NAME, VERSION, SHA256))
+            raise Refused(f"{what}: layer {layer_digest} names its distribution with control characters ({named}): "
+                          "refused")  # fmt: skip
         try:
             dist = DistId.of(env, notes[NAME], notes[VERSION], notes[SHA256])
         except (InvalidRequirement, InstallError, ValueError) as error:
-            raise Refused(f"{what}: layer {layer_digest}: {error}: refused") from None
+            raise Refused(f"{what}: layer {layer_digest}: {shown(error)}: refused") from None
         found_layers.append(LayerRef(dist, layer_digest, size, ""))
+    if (claimed := sum(layer.size for layer in found_layers)) > settings.max_bytes:
+        raise Refused(f"{what}: its layers claim {claimed} bytes, more than {settings.max_bytes} "
+                      "(--registry-max-bytes): refused")  # fmt: skip
     return Image(digest, tuple(found_layers), config_digest, config_size)
 
 
@@ -208,7 +223,8 @@ def with_config(image: Image, data: bytes, env: str, platform: Platform, what: s
     if not all(isinstance(d, str) and DIGEST.match(d) for d in diff_ids):
         raise Refused(f"{what}: its config names a diff_id that is not a sha256 digest: refused")
     if (document.get("os"), document.get("architecture")) != (platform.os, platform.architecture):
-        raise Refused(f"{what}: its config is for {document.get('os')}/{document.get('architecture')}: refused")
+        found = f"{shown(document.get('os'))}/{shown(document.get('architecture'))}"
+        raise Refused(f"{what}: its config is for {found}, not {platform.os}/{platform.architecture}: refused")
     layers = tuple(layer._replace(diff_id=diff_id) for layer, diff_id in zip(image.layers, diff_ids, strict=True))
     # Each distribution in exactly one layer: two layers of one name would make the tree's files depend on which
     # is linked last.

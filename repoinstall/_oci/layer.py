@@ -7,8 +7,9 @@ mtime 0 and one fixed level. The same stored distribution gives the same bytes, 
 repo (with the same zlib).
 
 Unpacking refuses, with one line, what no layer of ours holds: absolute paths or ``..``, a path below a symlink,
-symlinks leaving the tree, hard links, devices, FIFOs, whiteouts, a name twice; and stops a layer that
-decompresses to more than a bound (a gzip bomb) or whose uncompressed digest is not its ``diff_id``.
+symlinks leaving the tree, hard links, devices, FIFOs, whiteouts, sparse files, a name twice; and stops a layer
+that decompresses to more than a bound (a gzip bomb), that writes more bytes or files than its :class:`Budget`
+allows (per layer, and for its image in all), or whose uncompressed digest is not its ``diff_id``.
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ import io
 import os
 import posixpath
 import tarfile
+import threading
+from collections.abc import Callable
 from typing import IO, NamedTuple
 
 from .._disk import walk as _walk
 from .._errors import InstallError, SourceRefused
+from .._redact import shown
+from .settings import Settings
 
 MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 #: Every entry's mtime: a constant, so that a layer does not depend on when a repo stored its files.
@@ -121,6 +126,51 @@ class Refused(SourceRefused):
     """A layer that is not one of ours: unsafe, or not what its manifest says (exit 1). Nothing is stored."""
 
 
+class Budget:
+    """What the layers of one image may write, in bytes (files' contents, as each file's header claims them)
+    and files (every entry), per layer and in all: created once per image, charged by each :func:`unpack`."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.bytes = 0
+        self.files = 0
+        # Invariant: the totals change only under this lock, so layers unpacked on several threads are all
+        # counted, and none passes the bound because another's charge was lost.
+        self._guard = threading.Lock()
+
+    def charge(self, spent: _Spent, size: int, files: int) -> None:
+        """Charge ``size`` bytes and ``files`` entries of one layer (``spent``) to it and to the image; refused
+        past either bound, before anything is written."""
+        settings = self.settings
+        spent.bytes += size
+        spent.files += files
+        if spent.bytes > settings.max_layer_bytes:
+            raise Refused(f"{spent.what}: writes more than {settings.max_layer_bytes} bytes "
+                          "(--registry-max-layer-bytes): refused")  # fmt: skip
+        if spent.files > settings.max_layer_files:
+            raise Refused(f"{spent.what}: writes more than {settings.max_layer_files} files "
+                          "(--registry-max-layer-files): refused")  # fmt: skip
+        with self._guard:
+            self.bytes += size
+            self.files += files
+            over_bytes, over_files = self.bytes > settings.max_bytes, self.files > settings.max_files
+        if over_bytes:
+            raise Refused(f"{spent.what}: its image writes more than {settings.max_bytes} bytes in all "
+                          "(--registry-max-bytes): refused")  # fmt: skip
+        if over_files:
+            raise Refused(f"{spent.what}: its image writes more than {settings.max_files} files in all "
+                          "(--registry-max-files): refused")  # fmt: skip
+
+
+class _Spent:
+    """What one layer's unpack has written so far."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.bytes = 0
+        self.files = 0
+
+
 class _Bounded(io.RawIOBase):
     """A readable stream over decompressed bytes that hashes them and stops past ``limit``."""
 
@@ -144,10 +194,13 @@ class _Bounded(io.RawIOBase):
         return len(data)
 
 
-def unpack(blob: str, diff_id: str, target: str, what: str) -> int:
+def unpack(blob: str, diff_id: str, target: str, what: str, budget: Budget | None = None) -> int:
     """Unpack the verified gzip layer ``blob`` into the empty private dir ``target``; its uncompressed size.
-    :class:`Refused` for anything unsafe, a bomb, or an uncompressed digest other than ``diff_id``."""
+    :class:`Refused` for anything unsafe, a bomb, more than ``budget`` allows (its image's, shared by all its
+    layers; by default the default bounds for this layer alone), or an uncompressed digest other than ``diff_id``."""
     limit = min(CEILING, FLOOR + RATIO * os.path.getsize(blob))
+    budget = budget or Budget()
+    spent = _Spent(what)
     seen: dict[str, str] = {}
     try:
         with open(blob, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
@@ -155,19 +208,26 @@ def unpack(blob: str, diff_id: str, target: str, what: str) -> int:
             reader = io.BufferedReader(bounded, _CHUNK)
             with tarfile.open(fileobj=reader, mode="r|") as tar:
                 for member in tar:
-                    _extract(tar, member, target, seen, what)
+                    _extract(tar, member, target, seen, what, lambda size, files: budget.charge(spent, size, files))
             while reader.read(_CHUNK):  # the tar's end padding counts into its digest too
                 pass
     except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as error:
         if isinstance(error, Refused):
             raise
-        raise Refused(f"{what}: not a gzip tar layer: {error}") from None
+        raise Refused(f"{what}: not a gzip tar layer: {shown(error)}") from None
     if f"sha256:{bounded.sha.hexdigest()}" != diff_id:
         raise Refused(f"{what}: its uncompressed digest is not the diff_id its image's config names: refused")
     return bounded.count
 
 
-def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, target: str, seen: dict[str, str], what: str) -> None:
+def _extract(
+    tar: tarfile.TarFile,
+    member: tarfile.TarInfo,
+    target: str,
+    seen: dict[str, str],
+    what: str,
+    charge: Callable[[int, int], None],
+) -> None:
     name = member.name
     path = posixpath.normpath(name.removeprefix("./")) if name not in ("", ".", "./") else ""
     if not path or path == "." or "\0" in name:
@@ -176,16 +236,26 @@ def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, target: str, seen: d
         raise Refused(f"{what}: an entry with an empty name: refused")
     if posixpath.isabs(name) or path == ".." or path.startswith("../") or ".." in name.split("/"):
         raise Refused(f"{what}: {name!r} leaves the tree: refused")
+    if member.issparse() or any(key.startswith("GNU.sparse.") for key in member.pax_headers):
+        # GNU's 'S' type or PAX sparse headers (0.0, 0.1, 1.0): a few bytes that write a file of any size.
+        raise Refused(f"{what}: {name!r} is a sparse file: no layer of ours holds one: refused")
     base = posixpath.basename(path)
     if base.startswith(".wh."):
         raise Refused(f"{what}: {name!r} is a whiteout: no layer of a tree deletes anything: refused")
     parent = posixpath.dirname(path)
+    made = []  # the directories this entry creates on its way, which no entry before it named: files too
     while parent:
-        if seen.get(parent, "dir") != "dir":
+        kind = seen.get(parent)
+        if kind is None:
+            made.append(parent)
+        elif kind not in ("dir", "made"):
             raise Refused(f"{what}: {name!r} lies below {parent!r}, which is not a directory: refused")
         parent = posixpath.dirname(parent)
-    if path in seen:
+    if path in seen and not (member.isdir() and seen[path] == "made"):
         raise Refused(f"{what}: {name!r} is in the layer twice: refused")
+    # Charged before anything of it is written: its bytes, itself (unless made already) and its new parents.
+    charge(member.size if member.isreg() else 0, len(made) + (0 if path in seen else 1))
+    seen.update(dict.fromkeys(made, "made"))
     full = os.path.join(target, path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     if member.isdir():

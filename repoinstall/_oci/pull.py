@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, NamedTuple
 from .. import _log
 from .._disk.manifest import Artifact
 from .._install.fill.publish import publish
+from .._redact import shown
 from .._store import store as _store
 from .._store.audit import fit
 from . import image as _image
 from .auth import lookup
 from .client import Registry
-from .layer import Refused, unpack
+from .layer import Budget, Refused, unpack
 from .reference import Reference, platform_of, platform_tag, tag_for
 from .settings import Settings
 
@@ -102,7 +103,7 @@ class Source:
                 raise Refused(f"{where}: its index names {digest}, which the registry does not have: refused")
         elif kind != _image.MANIFEST:
             raise Refused(f"{where}: names the unknown media type {kind!r}: refused")
-        image = _image.read_manifest(got[0], digest, tid.env, where)
+        image = _image.read_manifest(got[0], digest, tid.env, where, self.settings)
         config = registry.fetch_document(image.config_digest, image.config_size, where)
         image = _image.with_config(image, config, tid.env, platform_of(tid.env), where)
         return Found(image, self.reference.pinned(image.digest))
@@ -143,6 +144,7 @@ class Source:
                     f"{found.reference}: holds no layer of {missing[0]}, which {requested.text} names: refused"
                 )
         by_dist = {layer.dist: layer for layer in image.layers}
+        budget = Budget(self.settings)  # what this image's layers may write, in all
 
         def fetch(layer: _image.LayerRef, scratch: str) -> str:
             """``layer``'s distribution fetched, unpacked and checked into a private dir under ``scratch``: its
@@ -153,10 +155,10 @@ class Source:
             self.registry().fetch_blob(layer.digest, layer.size, blob, what)
             staged = os.path.join(scratch, "dist")
             os.makedirs(staged)
-            unpack(blob, layer.diff_id, staged, what)  # its diff_id recomputed: the name it is stored under
+            unpack(blob, layer.diff_id, staged, what, budget)  # its diff_id recomputed: the name it is stored under
             os.unlink(blob)
             if (problem := _store.check(staged, layer.dist, seal=True)) is not None:
-                raise Refused(f"{what}: not what its RECORD says: {problem}: refused")
+                raise Refused(f"{what}: not what its RECORD says: {shown(problem)}: refused")
             return staged
 
         # Stage every layer the store lacks, each checked, holding each one's lock (taken in DistId order, as

@@ -18,8 +18,9 @@ from .._errors import InvalidInput
 
 #: The distribution spec's rules: a repository path component, a tag, a digest.
 _COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*$")
-TAG = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$")
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+#: (``\Z``, not ``$``, which also matches before a final newline: these check what registries send.)
+TAG = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}\Z")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 _HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
                    r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$")  # fmt: skip
 _TAG_MAX = 128
