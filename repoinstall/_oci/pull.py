@@ -167,7 +167,9 @@ class Source:
         # commit point (it never replaces: a peer's copy there is the same diff_id's bytes); the locks only save
         # duplicate work.
         staged: list[tuple[DistId, str]] = []
-        fetched: dict[str, dict[DistId, str]] = {}  # a layer's digest -> its distributions staged (a group's once)
+        # A grouped layer is fetched once, under the lock of the first of its distributions the store lacks; each
+        # of the others is staged from it, and published, only under its own lock, taken in its turn.
+        fetched: dict[str, dict[DistId, str]] = {}  # a layer's digest -> its distributions staged
         with contextlib.ExitStack() as held_locks:
             for number, dist in enumerate(sorted(by_dist)):
                 if fit(layout, dist):
