@@ -154,6 +154,11 @@ def test_the_grouped_image_is_pulled_with_the_index_stopped(tmp_path: Path, many
     assert {row["name"]: row["diff_id"] for row in tree["dists"]} == by_name
     assert len(set(by_name.values())) == len(many.layers) <= CAP
     assert run("verify", "--repo", repo).returncode == 0
+    # Pushed again from there: grouped the same, the same layers and the same image (nothing uploaded).
+    again = run("push", many.where, "many-root==1.0", "--repo", repo, "--index-url", STOPPED, "--plain-http", "--json")
+    assert again.returncode == 0, again.stderr
+    pushed = json.loads(again.stdout)["images"][0]
+    assert (pushed["manifest"], pushed["uploaded"]) == (many.pushed["manifest"], 0)
 
 
 # ---- a registry's grouped layer that is not what it names --------------------------------------------------------
