@@ -240,6 +240,22 @@ def test_a_grouped_layer_is_pulled_split_by_record(tmp_path: Path, hostile: Host
     assert (rows["grp-a"]["claimed"], rows["grp-b"]["claimed"]) == (f"{1:064x}", f"{2:064x}")
     assert run("verify", "--repo", repo).returncode == 0
 
+    # Another tree's image with the same group, pulled where the store has one of its distributions but not the
+    # other (taken away here, as gc takes what no tree holds): the group is fetched for the one it lacks.
+    (b_stored,) = (repo / "store" / ENV / "grp-b").glob("1-layer-*")
+    b_stored.chmod(0o755)
+    b_stored.rename(tmp_path / "taken")
+    hostile.image(f"grp-two-1-{SHORT_ENV}", ENV, [(group_layer(files_of("grp-two", ("grp-a", "grp-b"))), {
+        "org.repoinstall.dist.name": "grp-two", "org.repoinstall.dist.version": "1.0",
+        "org.repoinstall.dist.sha256": "e" * 64}), (group_layer(A, B), dists_note("grp-a", "grp-b"))],
+                  tree="grp-two==1.0")  # fmt: skip
+    done = run("ensure", "grp-two==1.0", "--repo", repo, "--from", f"{hostile.host}/grouped", "--index-url", STOPPED,
+               "--plain-http", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in (repo / "store" / ENV / "grp-b").glob("1-layer-*")] == [b_stored.name]
+    tree = Path(json.loads(done.stdout)["packages"][0]["path"])
+    assert (tree / "grp_b" / "__init__.py").read_bytes() == B["grp_b/__init__.py"]
+
 
 @pytest.mark.parametrize("case", list(HOSTILE))
 def test_a_grouped_layer_that_is_not_what_it_names_is_refused(

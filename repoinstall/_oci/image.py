@@ -99,12 +99,8 @@ def naming(dists: tuple[DistId, ...]) -> dict[str, str]:
     """A layer's annotations naming the distributions it holds: the three of one, or :data:`DISTS` of a group."""
     if len(dists) == 1:
         return {NAME: dists[0].name, VERSION: str(dists[0].version), SHA256: dists[0].sha256}
-    held = [{"name": d.name, "version": str(d.version), "sha256": d.sha256} for d in sorted(dists, key=_name)]
+    held = [{"name": d.name, "version": str(d.version), "sha256": d.sha256} for d in sorted(dists)]  # by name
     return {DISTS: json.dumps(held, sort_keys=True, separators=(",", ":"), ensure_ascii=False)}
-
-
-def _name(dist: DistId) -> str:
-    return dist.name
 
 
 def index(entries: list[dict[str, Any]]) -> Blob:

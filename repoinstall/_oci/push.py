@@ -122,6 +122,8 @@ def push(layout: Layout, registry: Registry, tid: TreeId, record: TreeEntry) -> 
     # Which distributions share a layer: by their names and sizes alone (the tree's, whatever the repo), and only
     # past the cap (a tree within it keeps one layer per distribution). Names are unique within a tree.
     by_name = {dist.name: (dist, annotated) for dist, annotated in dists}
+    if len(by_name) != len(dists):
+        raise InstallError(f"{tid}: its record names a distribution twice: it cannot be pushed")
     if len(dists) > CAP:
         units = grouped({name: size_of(_store.path(layout, dist)) for name, (dist, _) in by_name.items()})
     else:  # no file read to weigh them: each has its own layer
