@@ -134,7 +134,7 @@ class LayerRef(NamedTuple):
         return tuple(DistId.of_layer(c.env, c.name, str(c.version), self.diff_id) for c in self.claims)
 
     @property
-    def shown(self) -> str:
+    def held(self) -> str:
         """What it holds, for a message: ``name version``, or the first and last of a group."""
         first, last = self.claims[0], self.claims[-1]
         if len(self.claims) == 1:
@@ -221,8 +221,10 @@ def _claims(notes: Any, env: str, what: str) -> tuple[DistId, ...]:
     """The distributions a layer's annotations ``notes`` name: the three annotations of one, or :data:`DISTS`
     of a group (never both); :class:`Refused`, one line with nothing of the registry's unescaped, otherwise."""
     single = isinstance(notes, dict) and any(key in notes for key in (NAME, VERSION, SHA256))
-    if not isinstance(notes, dict) or single == (DISTS in notes):
-        raise Refused(f"{what} does not name its distribution (or names it twice over): refused")
+    if not isinstance(notes, dict) or not (single or DISTS in notes):
+        raise Refused(f"{what} does not name its distribution: refused")
+    if single and DISTS in notes:
+        raise Refused(f"{what} names its distributions both as one and as a group ({DISTS}): refused")
     if single:
         if not all(isinstance(notes.get(key), str) for key in (NAME, VERSION, SHA256)):
             raise Refused(f"{what} does not name its distribution: refused")
@@ -253,15 +255,17 @@ def _claim(env: str, name: str, version: str, sha256: str, what: str) -> DistId:
     try:
         return DistId.of(env, name, version, sha256)
     except (InvalidRequirement, InstallError, ValueError):
-        # The error would name what the registry sent: shown escaped, as repr shows it, and cut short.
-        raise Refused(f"{what}: {shown(name)} {shown(version)} {shown(sha256)} does not name a distribution "
-                      "(a canonical name, a version and a sha256 hex digest): refused") from None  # fmt: skip
+        # The error would name what the registry sent as it was sent: shown escaped instead, and cut short.
+        raise Refused(f"{what}: name {shown(name)}, version {shown(version)}, sha256 {shown(sha256)}: not a "
+                      "distribution's name, version and sha256 hex digest: refused") from None  # fmt: skip
 
 
 def shown(text: str, limit: int = 80) -> str:
-    """Registry text for a message: escaped as repr escapes it (no control character or newline reaches a
-    terminal), at most ``limit`` characters of it."""
-    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+    """Registry text for a message: at most ``limit`` characters of it, each that is not printable escaped as
+    Python writes it (``\\n``, ``\\x1b``, ``\\u202e``), so that it can neither end the message's line nor move or
+    recolour a terminal."""
+    cut = text[:limit] + ("..." if len(text) > limit else "")
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in cut)
 
 
 def with_config(image: Image, data: bytes, env: str, platform: Platform, what: str) -> Image:

@@ -153,7 +153,7 @@ class Source:
             paths there. Nothing is published: a layer's files reach the store only once every layer is checked."""
             os.makedirs(scratch)
             blob = os.path.join(scratch, "blob")
-            what = f"{found.reference}: layer {layer.digest} ({layer.shown})"
+            what = f"{found.reference}: layer {layer.digest} ({layer.held})"
             self.registry().fetch_blob(layer.digest, layer.size, blob, what)
             staged = os.path.join(scratch, "dist")
             os.makedirs(staged)
