@@ -209,6 +209,8 @@ B_TOO = {**B, "grp_b-1.0.dist-info/RECORD": B["grp_b-1.0.dist-info/RECORD"] + b"
 HOSTILE = {
     # A file in the layer that no distribution's RECORD lists.
     "unrecorded": (group_layer(A, B, {"grp_a/planted.py": b"PLANTED = True\n"}), "listed in no distribution's RECORD"),
+    # ... named to clear the terminal: shown escaped.
+    "unrecorded-escape": (group_layer(A, B, {"grp_a/\x1b[2J.py": b"X = 1\n"}), "grp_a/\\x1b[2J.py: listed in no"),
     # Named, but not in the layer.
     "missing": (group_layer(A), "holds no grp-b 1.0, which its annotations name"),
     # In the layer, but not named.
@@ -269,5 +271,5 @@ def test_a_grouped_layer_that_is_not_what_it_names_is_refused(
     done = run("ensure", "grp-root==1.0", "--repo", repo, "--from", f"{hostile.host}/{hostile.repository}",
                "--index-url", STOPPED, "--plain-http")  # fmt: skip
     assert done.returncode == 1 and said in done.stderr and "refused" in done.stderr, done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "\x1b" not in done.stderr, done.stderr
     assert not any((repo / "store").rglob("*.dist-info")) and not any((repo / "trees").glob("*/*/*"))

@@ -212,7 +212,7 @@ def _checked(dists: tuple[DistId, ...], unpacked: str, destination: str, what: s
     parts = {dists[0]: unpacked} if len(dists) == 1 else _split(dists, unpacked, destination, what)
     for dist, part in parts.items():
         if (problem := _store.check(part, dist, seal=True)) is not None:
-            raise Refused(f"{what}: not what its RECORD says: {problem}: refused")
+            raise Refused(f"{what}: not what its RECORD says: {_image.shown(problem, 300)}: refused")
     return parts
 
 
@@ -223,7 +223,7 @@ def _split(dists: tuple[DistId, ...], unpacked: str, destination: str, what: str
     try:
         made = split(unpacked, destination)
     except InstallError as error:
-        raise Refused(f"{what}: {_image.shown(str(error), 200)}: refused") from None  # it names the layer's paths
+        raise Refused(f"{what}: {_image.shown(str(error), 300)}: refused") from None  # it names the layer's paths
     parts: dict[DistId, str] = {}
     for dist_info, part in made.items():
         name, _, version = dist_info.removesuffix(".dist-info").rpartition("-")
