@@ -229,7 +229,9 @@ def _split(dists: tuple[DistId, ...], unpacked: str, destination: str, what: str
         name, _, version = dist_info.removesuffix(".dist-info").rpartition("-")
         dist = next((dist for dist in dists if dist.names(name, version)), None)
         if dist is None or dist in parts:
-            raise Refused(f"{what}: holds {dist_info!r}, which its annotations do not name (or name once): refused")
+            raise Refused(
+                f"{what}: holds {_image.shown(dist_info)}, which its annotations do not name (or name once): refused"
+            )
         parts[dist] = part
     if missing := [dist for dist in dists if dist not in parts]:
         raise Refused(f"{what}: holds no {missing[0].name} {missing[0].version}, which its annotations name: refused")
