@@ -2,10 +2,12 @@
 
 Written: JSON with sorted keys and no spaces, so the same tree gives the same bytes and digests from any repo.
 The config is image-shaped (``os``, ``architecture``, ``rootfs.diff_ids``), which container runtimes need to
-mount it as an image volume; each layer's descriptor names its distribution in annotations.
+mount it as an image volume; each layer's descriptor names its distribution in annotations, or, for a layer that
+holds several (see :mod:`.groups`), all of them in one annotation.
 
 Read: only the media types written here (and their Docker equivalents for an index), every digest and size in
-the form the spec gives, one diff_id per layer, sizes within bounds; anything else is :class:`Refused`.
+the form the spec gives, one diff_id per layer, sizes within bounds, each layer's distributions named in one of
+the two forms written; anything else is :class:`Refused`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ TREE = "org.repoinstall.tree"
 NAME = "org.repoinstall.dist.name"
 VERSION = "org.repoinstall.dist.version"
 SHA256 = "org.repoinstall.dist.sha256"
+#: A grouped layer's distributions, instead of the three above: a canonical JSON list of objects with ``name``,
+#: ``version`` and ``sha256``, sorted by name.
+DISTS = "org.repoinstall.dists"
+#: The longest :data:`DISTS` read: some 150 bytes a distribution, so a group of thousands.
+DISTS_LIMIT = 1 << 20
 #: The largest manifest, index or config read: a tree of thousands of distributions is well below.
 DOCUMENT_LIMIT = 4 << 20
 
@@ -70,8 +77,8 @@ def config(env: str, tree: str, platform: Platform, layers: list[Layer]) -> Blob
     return Blob(canonical(document), CONFIG)
 
 
-def manifest(env: str, tree: str, config_blob: Blob, layers: list[tuple[DistId, Layer]]) -> Blob:
-    """The image manifest: its config, and each layer with the distribution it holds."""
+def manifest(env: str, tree: str, config_blob: Blob, layers: list[tuple[tuple[DistId, ...], Layer]]) -> Blob:
+    """The image manifest: its config, and each layer with the distributions it holds (one, or a group)."""
     document = {
         "schemaVersion": 2,
         "mediaType": MANIFEST,
@@ -81,13 +88,21 @@ def manifest(env: str, tree: str, config_blob: Blob, layers: list[tuple[DistId, 
                 "mediaType": LAYER,
                 "digest": layer.digest,
                 "size": layer.size,
-                "annotations": {NAME: dist.name, VERSION: str(dist.version), SHA256: dist.sha256},
+                "annotations": naming(dists),
             }
-            for dist, layer in layers
+            for dists, layer in layers
         ],
         "annotations": {ENV: env, TREE: tree},
     }
     return Blob(canonical(document), MANIFEST)
+
+
+def naming(dists: tuple[DistId, ...]) -> dict[str, str]:
+    """A layer's annotations naming the distributions it holds: the three of one, or :data:`DISTS` of a group."""
+    if len(dists) == 1:
+        return {NAME: dists[0].name, VERSION: str(dists[0].version), SHA256: dists[0].sha256}
+    held = [{"name": d.name, "version": str(d.version), "sha256": d.sha256} for d in sorted(dists)]  # by name
+    return {DISTS: json.dumps(held, sort_keys=True, separators=(",", ":"), ensure_ascii=False)}
 
 
 def index(entries: list[dict[str, Any]]) -> Blob:
@@ -104,19 +119,29 @@ def entry(env: str, platform: Platform, manifest_blob: Blob) -> dict[str, Any]:
 
 
 class LayerRef(NamedTuple):
-    """One layer of a pulled image: the distribution its annotations claim it holds (name, version and the sha256
-    of the wheel it was made from: a claim, never a name in the store), its digest, size and diff_id."""
+    """One layer of a pulled image: the distributions its annotations claim it holds (one, or a group sorted by
+    name; each by name, version and the sha256 of the wheel it was made from: a claim, never a name in the
+    store), its digest, size and diff_id."""
 
-    claim: DistId
+    claims: tuple[DistId, ...]
     digest: str
     size: int
     diff_id: str
 
     @property
-    def dist(self) -> DistId:
-        """The registry-sourced distribution it becomes: named by its diff_id, which its unpack recomputes (a
-        layer whose uncompressed bytes are not its diff_id is refused before anything is stored)."""
-        return DistId.of_layer(self.claim.env, self.claim.name, str(self.claim.version), self.diff_id)
+    def dists(self) -> tuple[DistId, ...]:
+        """The registry-sourced distributions it becomes: each named by the layer's diff_id, which its unpack
+        recomputes (a layer whose uncompressed bytes are not its diff_id is refused before anything is stored);
+        a group's by the same diff_id, told apart by name and version."""
+        return tuple(DistId.of_layer(c.env, c.name, str(c.version), self.diff_id) for c in self.claims)
+
+    @property
+    def held(self) -> str:
+        """What it holds, for a message: ``name version``, or the first and last of a group."""
+        first, last = self.claims[0], self.claims[-1]
+        if len(self.claims) == 1:
+            return f"{first.name} {first.version}"
+        return f"{len(self.claims)} distributions, {first.name} {first.version} to {last.name} {last.version}"
 
 
 class Image(NamedTuple):
@@ -195,22 +220,58 @@ def read_manifest(data: bytes, digest: str, env: str, what: str, settings: Setti
     found_layers = []
     for item in layers:
         layer_digest, size = _descriptor(item, what, (LAYER,))
-        notes = item.get("annotations")
-        if not isinstance(notes, dict) or not all(isinstance(notes.get(k), str) for k in (NAME, VERSION, SHA256)):
-            raise Refused(f"{what}: layer {layer_digest} does not name its distribution: refused")
-        if not all(notes[k].isprintable() for k in (NAME, VERSION, SHA256)):
-            named = " ".join(shown(notes[k]) for k in (NAME, VERSION, SHA256))
-            raise Refused(f"{what}: layer {layer_digest} names its distribution with control characters ({named}): "
-                          "refused")  # fmt: skip
-        try:
-            dist = DistId.of(env, notes[NAME], notes[VERSION], notes[SHA256])
-        except (InvalidRequirement, InstallError, ValueError) as error:
-            raise Refused(f"{what}: layer {layer_digest}: {shown(error)}: refused") from None
-        found_layers.append(LayerRef(dist, layer_digest, size, ""))
+        claims = _claims(item.get("annotations"), env, f"{what}: layer {layer_digest}")
+        found_layers.append(LayerRef(claims, layer_digest, size, ""))
     if (claimed := sum(layer.size for layer in found_layers)) > settings.max_bytes:
         raise Refused(f"{what}: its layers claim {claimed} bytes, more than {settings.max_bytes} "
                       "(--registry-max-bytes): refused")  # fmt: skip
     return Image(digest, tuple(found_layers), config_digest, config_size)
+
+
+def _claims(notes: Any, env: str, what: str) -> tuple[DistId, ...]:
+    """The distributions a layer's annotations ``notes`` name: the three annotations of one, or :data:`DISTS`
+    of a group (never both); :class:`Refused`, one line with nothing of the registry's unescaped, otherwise."""
+    single = isinstance(notes, dict) and any(key in notes for key in (NAME, VERSION, SHA256))
+    if not isinstance(notes, dict) or not (single or DISTS in notes):
+        raise Refused(f"{what} does not name its distribution: refused")
+    if single and DISTS in notes:
+        raise Refused(f"{what} names its distributions both as one and as a group ({DISTS}): refused")
+    if single:
+        if not all(isinstance(notes.get(key), str) for key in (NAME, VERSION, SHA256)):
+            raise Refused(f"{what} does not name its distribution: refused")
+        return (_claim(env, notes[NAME], notes[VERSION], notes[SHA256], what),)
+    text = notes[DISTS]
+    if not isinstance(text, str) or len(text) > DISTS_LIMIT:
+        raise Refused(f"{what}: its {DISTS} is not a string of at most {DISTS_LIMIT} characters: refused")
+    try:
+        held = json.loads(text)
+    except (ValueError, RecursionError):
+        raise Refused(f"{what}: its {DISTS} is not JSON: refused") from None
+    if not isinstance(held, list) or len(held) < 2:
+        raise Refused(f"{what}: its {DISTS} is not a list of two distributions or more: refused")
+    claims = []
+    for one in held:
+        if not isinstance(one, dict) or sorted(one) != ["name", "sha256", "version"]:
+            raise Refused(f"{what}: its {DISTS} holds other than objects of name, version and sha256: refused")
+        if not all(isinstance(value, str) for value in one.values()):
+            raise Refused(f"{what}: its {DISTS} holds a name, version or sha256 that is not a string: refused")
+        claims.append(_claim(env, one["name"], one["version"], one["sha256"], what))
+    names = [claim.name for claim in claims]
+    if names != sorted(set(names)):
+        raise Refused(f"{what}: its {DISTS} is not sorted by name, each name once: refused")
+    return tuple(claims)
+
+
+def _claim(env: str, name: str, version: str, sha256: str, what: str) -> DistId:
+    if not all(text.isprintable() for text in (name, version, sha256)):
+        named = " ".join(shown(text) for text in (name, version, sha256))
+        raise Refused(f"{what} names its distribution with control characters ({named}): refused")
+    try:
+        return DistId.of(env, name, version, sha256)
+    except (InvalidRequirement, InstallError, ValueError):
+        # The error would name what the registry sent as it was sent: shown escaped instead, and cut short.
+        raise Refused(f"{what}: name {shown(name)}, version {shown(version)}, sha256 {shown(sha256)}: not a "
+                      "distribution's name, version and sha256 hex digest: refused") from None  # fmt: skip
 
 
 def with_config(image: Image, data: bytes, env: str, platform: Platform, what: str) -> Image:
@@ -228,7 +289,7 @@ def with_config(image: Image, data: bytes, env: str, platform: Platform, what: s
     layers = tuple(layer._replace(diff_id=diff_id) for layer, diff_id in zip(image.layers, diff_ids, strict=True))
     # Each distribution in exactly one layer: two layers of one name would make the tree's files depend on which
     # is linked last.
-    names = [layer.claim.name for layer in layers]
+    names = [claim.name for layer in layers for claim in layer.claims]
     if twice := sorted({name for name in names if names.count(name) > 1}):
         raise Refused(f"{what}: {twice[0]} is in more than one layer: refused")
     return image._replace(layers=layers)

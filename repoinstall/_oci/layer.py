@@ -1,6 +1,7 @@
 """A stored distribution as an OCI layer, and a layer unpacked back into a private directory, under bounds.
 
-The layer holds the distribution's files at their paths in a tree, so the image's root filesystem is the tree.
+The layer holds the distribution's files at their paths in a tree, so the image's root filesystem is the tree
+(a grouped layer, several distributions' files: see :mod:`.groups`).
 It is reproducible: entries sorted (a directory before what it holds), owner 0:0 with no names, one fixed mtime,
 modes 0644/0755 (0777 links) whatever the repo's, no extended headers but for long names, and gzip with no name,
 mtime 0 and one fixed level. The same stored distribution gives the same bytes, and so the same digest, from any
@@ -70,32 +71,53 @@ class _Hashing(io.RawIOBase):
         return len(view)
 
 
-def build(stored: str, out: str) -> Layer:
-    """Write the layer of the stored distribution at ``stored`` to the new file ``out``."""
-    fd = os.open(stored, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        files = [(entry.path, entry.kind) for entry in _walk.walk(fd)]
-    finally:
-        os.close(fd)
-    for path, kind in files:
-        if kind not in (_walk.FILE, _walk.LINK):
-            raise InstallError(f"{stored}: {path} is not a file or a link: no layer holds it")
-    directories = {posixpath.dirname(path) for path, _ in files}
+def build(stored: str | list[str], out: str) -> Layer:
+    """Write the layer of the stored distribution at ``stored`` (or of several, one tree's: their files never
+    share a path, their directories merge) to the new file ``out``."""
+    sources = [stored] if isinstance(stored, str) else stored
+    files: dict[str, tuple[str, str]] = {}  # path in the tree -> (its kind, the stored dir it is read from)
+    for source in sources:
+        fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            for entry in _walk.walk(fd):
+                if entry.kind not in (_walk.FILE, _walk.LINK):
+                    raise InstallError(f"{source}: {entry.path} is not a file or a link: no layer holds it")
+                if files.setdefault(entry.path, (entry.kind, source))[1] != source:
+                    raise InstallError(f"{source}: {entry.path} is in {files[entry.path][1]} too: one layer holds one")
+        finally:
+            os.close(fd)
+    directories = {posixpath.dirname(path) for path in files}
     for leaf in list(directories):
         directory = leaf
         while directory:
             directories.add(directory)
             directory = posixpath.dirname(directory)
     directories.discard("")
-    entries = sorted([(d, _walk.DIR) for d in directories] + files, key=lambda item: item[0].split("/"))
+    if clash := sorted(directories & set(files)):
+        raise InstallError(f"{files[clash[0]][1]}: {clash[0]} is a directory in another distribution: not one tree")
+    entries = sorted([(d, _walk.DIR, "") for d in directories] + [(p, *found) for p, found in files.items()],
+                     key=lambda item: item[0].split("/"))  # fmt: skip
     with open(out, "xb") as raw:
         compressed = _Hashing(raw)
         with gzip.GzipFile(filename="", mode="wb", compresslevel=COMPRESSLEVEL, fileobj=compressed, mtime=0) as gz:
             plain = _Hashing(gz)  # type: ignore[arg-type]
             with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-                for path, kind in entries:
-                    _add(tar, stored, path, kind)
+                for path, kind, source in entries:
+                    _add(tar, source, path, kind)
     return Layer(out, f"sha256:{compressed.sha.hexdigest()}", f"sha256:{plain.sha.hexdigest()}", compressed.count)
+
+
+def size_of(stored: str) -> int:
+    """The bytes of the regular files of the stored distribution at ``stored`` (what :mod:`.groups` weighs)."""
+    fd = os.open(stored, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        return sum(
+            os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False).st_size
+            for entry in _walk.walk(fd)
+            if entry.kind == _walk.FILE
+        )
+    finally:
+        os.close(fd)
 
 
 def _add(tar: tarfile.TarFile, stored: str, path: str, kind: str) -> None:

@@ -11,7 +11,9 @@ A registry is a source, not an authority: each distribution pulled is stored as 
 layer's diff_id as recomputed while unpacking; the wheel sha256 its annotation names is recorded as a claim only
 (see :mod:`repoinstall._store.identity`), so no request from an index or a lock ever composes it. Every layer the
 store lacks is staged and checked before any is published, and the image must hold exactly its tree's
-distributions, each in one layer: a pull that fails leaves nothing in the store.
+distributions, each in one layer: a pull that fails leaves nothing in the store. A grouped layer (several
+distributions: see :mod:`.groups`) is unpacked once and split by RECORD into one dir per distribution, each
+named by the group's diff_id and checked as any.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _log
 from .._disk.manifest import Artifact
+from .._errors import InstallError
 from .._install.fill.publish import publish
 from .._redact import shown
 from .._store import store as _store
 from .._store.audit import fit
+from .._store.split import split
 from . import image as _image
 from .auth import lookup
 from .client import Registry
@@ -134,32 +138,30 @@ class Source:
             # artifacts; what is stored is named by each layer's diff_id all the same, never by the lock's hash.
             planned = plan(tid.env, all_pins(tid, requested, staging.scratch_file)) or []
             wanted = {dist for dist, _ in planned}
-            holds = {layer.claim for layer in image.layers}
-            for layer in image.layers:
-                if layer.claim not in wanted:
-                    raise Refused(f"{found.reference}: layer {layer.digest} holds {layer.claim}, which "
+            holds = {claim for layer in image.layers for claim in layer.claims}
+            for holder, claim in ((one, claim) for one in image.layers for claim in one.claims):
+                if claim not in wanted:
+                    raise Refused(f"{found.reference}: layer {holder.digest} holds {claim}, which "
                                   f"{requested.text} does not name (by its artifact's sha256): refused")  # fmt: skip
             if missing := sorted(wanted - holds):
                 raise Refused(
                     f"{found.reference}: holds no layer of {missing[0]}, which {requested.text} names: refused"
                 )
-        by_dist = {layer.dist: layer for layer in image.layers}
+        by_dist = {dist: layer for layer in image.layers for dist in layer.dists}
         budget = Budget(self.settings)  # what this image's layers may write, in all
 
-        def fetch(layer: _image.LayerRef, scratch: str) -> str:
-            """``layer``'s distribution fetched, unpacked and checked into a private dir under ``scratch``: its
-            path there. Nothing is published: a layer's files reach the store only once every layer is checked."""
+        def fetch(layer: _image.LayerRef, scratch: str) -> dict[DistId, str]:
+            """``layer``'s distributions fetched, unpacked and checked into private dirs under ``scratch``: their
+            paths there. Nothing is published: a layer's files reach the store only once every layer is checked."""
             os.makedirs(scratch)
             blob = os.path.join(scratch, "blob")
-            what = f"{found.reference}: layer {layer.digest} ({layer.claim.name} {layer.claim.version})"
+            what = f"{found.reference}: layer {layer.digest} ({layer.held})"
             self.registry().fetch_blob(layer.digest, layer.size, blob, what)
             staged = os.path.join(scratch, "dist")
             os.makedirs(staged)
             unpack(blob, layer.diff_id, staged, what, budget)  # its diff_id recomputed: the name it is stored under
             os.unlink(blob)
-            if (problem := _store.check(staged, layer.dist, seal=True)) is not None:
-                raise Refused(f"{what}: not what its RECORD says: {shown(problem)}: refused")
-            return staged
+            return _checked(layer.dists, staged, os.path.join(scratch, "split"), what)
 
         # Stage every layer the store lacks, each checked, holding each one's lock (taken in DistId order, as
         # every holder of several: never a circle) so that a peer pulling another tree that shares it fetches it
@@ -167,6 +169,9 @@ class Source:
         # commit point (it never replaces: a peer's copy there is the same diff_id's bytes); the locks only save
         # duplicate work.
         staged: list[tuple[DistId, str]] = []
+        # A grouped layer is fetched once, under the lock of the first of its distributions the store lacks; each
+        # of the others is staged from it, and published, only under its own lock, taken in its turn.
+        fetched: dict[str, dict[DistId, str]] = {}  # a layer's digest -> its distributions staged
         with contextlib.ExitStack() as held_locks:
             for number, dist in enumerate(sorted(by_dist)):
                 if fit(layout, dist):
@@ -175,24 +180,64 @@ class Source:
                 held = held_locks.enter_context(locks.hold(dist.lock_key(), ready=ready))
                 if held.peer_finished or _store.present(layout, dist):
                     continue  # a peer stored it while we waited
-                staged.append((dist, fetch(by_dist[dist], os.path.join(staging.tmp, f"layer-{number}"))))
+                layer = by_dist[dist]
+                if layer.digest not in fetched:
+                    fetched[layer.digest] = fetch(layer, os.path.join(staging.tmp, f"layer-{number}"))
+                staged.append((dist, fetched[layer.digest][dist]))
             _holds_its_tree(layout, tid, found.reference, by_dist, dict(staged), environment)
             for dist, path in staged:
                 publish(layout, dist, path, checked=True)
         _log.logger().info("%s: %d of %d layers stored from %s", tid, len(staged), len(image.layers), found.reference)
 
         def restore(gone: Sequence[DistId], where: str) -> None:
+            again: dict[str, dict[DistId, str]] = {}
             for number, dist in enumerate(gone):
-                publish(layout, dist, fetch(by_dist[dist], os.path.join(where, str(number))), checked=True)
+                layer = by_dist[dist]
+                if layer.digest not in again:
+                    again[layer.digest] = fetch(layer, os.path.join(where, str(number)))
+                publish(layout, dist, again[layer.digest][dist], checked=True)
 
         # gc may take a stored distribution no tree holds between the loop above and the links: composed again
         # holding every distribution's lock, after fetching what was taken (see _install.fill.compose).
         _, restored = compose_stored(layout, locks, list(by_dist), staging.target, staging.tmp, restore, str(tid))
         artifacts = tuple(
-            Artifact(layer.claim.name, str(layer.claim.version), diff_id=layer.diff_id, claimed=layer.claim.sha256)
+            Artifact(claim.name, str(claim.version), diff_id=layer.diff_id, claimed=claim.sha256)
             for layer in image.layers
+            for claim in layer.claims
         )
         return Built(INSTALLER, found.reference, artifacts), len(staged) + restored
+
+
+def _checked(dists: tuple[DistId, ...], unpacked: str, destination: str, what: str) -> dict[DistId, str]:
+    """A layer of ``dists`` unpacked at ``unpacked``, each distribution's files checked against its RECORD (and
+    sealed): one's where it was unpacked, a group's split into one dir each under ``destination``."""
+    parts = {dists[0]: unpacked} if len(dists) == 1 else _split(dists, unpacked, destination, what)
+    for dist, part in parts.items():
+        if (problem := _store.check(part, dist, seal=True)) is not None:
+            raise Refused(f"{what}: not what its RECORD says: {shown(problem)}: refused")
+    return parts
+
+
+def _split(dists: tuple[DistId, ...], unpacked: str, destination: str, what: str) -> dict[DistId, str]:
+    """A grouped layer unpacked at ``unpacked``, split by RECORD (as an installer's run is) into one dir per
+    distribution under ``destination``: each of ``dists``'s. :class:`Refused`, one line, for a file no RECORD (or
+    two) lists, a distribution the layer holds that its annotations do not name, or one they name that it lacks."""
+    try:
+        made = split(unpacked, destination)
+    except InstallError as error:
+        raise Refused(f"{what}: {shown(error)}: refused") from None  # it names the layer's paths
+    parts: dict[DistId, str] = {}
+    for dist_info, part in made.items():
+        name, _, version = dist_info.removesuffix(".dist-info").rpartition("-")
+        dist = next((dist for dist in dists if dist.names(name, version)), None)
+        if dist is None or dist in parts:
+            raise Refused(
+                f"{what}: holds {shown(dist_info)}, which its annotations do not name (or name once): refused"
+            )
+        parts[dist] = part
+    if missing := [dist for dist in dists if dist not in parts]:
+        raise Refused(f"{what}: holds no {missing[0].name} {missing[0].version}, which its annotations name: refused")
+    return parts
 
 
 def _holds_its_tree(

@@ -1,5 +1,6 @@
-"""A tree pushed as an image: one layer per stored distribution, its config and manifest, and an index at its
-tag that holds one manifest per platform of the tree's interpreter.
+"""A tree pushed as an image: one layer per stored distribution (the small ones grouped in a tree of more than
+:data:`.groups.CAP`), its config and manifest, and an index at its tag that holds one manifest per platform of
+the tree's interpreter.
 
 Every stored distribution of the tree is first hashed against its RECORD (:func:`check`, verify's own audit):
 a damaged one stops the push before any blob is sent, since every pull of the tag would fail on it.
@@ -27,7 +28,8 @@ from .._store.identity import DistId, of_row
 from .._store.inventory import Stored
 from . import image as _image
 from .client import Registry
-from .layer import Layer, build
+from .groups import CAP, grouped
+from .layer import Layer, build, size_of
 from .reference import platform_of, platform_prefix, platform_tag, tag_for
 
 #: Rounds of rebuild, write and check of a tree's index before a push gives up on a tag others keep rewriting.
@@ -114,15 +116,26 @@ def push(layout: Layout, registry: Registry, tid: TreeId, record: TreeEntry) -> 
     ``registry``."""
     dists = dists_of(tid, record)
     before, before_bytes = registry.uploaded, registry.uploaded_bytes
-    layers: list[tuple[DistId, Layer]] = []
+    for dist, _ in dists:
+        if not _store.present(layout, dist):
+            raise InstallError(f"{tid}: {dist} is not in the store: `repoinstall verify --repair` puts it back")
+    # Which distributions share a layer: by their names and sizes alone (the tree's, whatever the repo), and only
+    # past the cap (a tree within it keeps one layer per distribution). Names are unique within a tree.
+    by_name = {dist.name: (dist, annotated) for dist, annotated in dists}
+    if len(by_name) != len(dists):
+        raise InstallError(f"{tid}: its record names a distribution twice: it cannot be pushed")
+    if len(dists) > CAP:
+        units = grouped({name: size_of(_store.path(layout, dist)) for name, (dist, _) in by_name.items()})
+    else:  # no file read to weigh them: each has its own layer
+        units = [(dist.name,) for dist, _ in dists]
+    layers: list[tuple[tuple[DistId, ...], Layer]] = []
     with tempfile.TemporaryDirectory(prefix="repoinstall-push-") as scratch:
-        for number, (dist, annotated) in enumerate(dists):
-            if not _store.present(layout, dist):
-                raise InstallError(f"{tid}: {dist} is not in the store: `repoinstall verify --repair` puts it back")
-            layer = build(_store.path(layout, dist), os.path.join(scratch, f"{number}.tar.gz"))
+        for number, names in enumerate(units):
+            held = [by_name[name] for name in names]
+            layer = build([_store.path(layout, dist) for dist, _ in held], os.path.join(scratch, f"{number}.tar.gz"))
             registry.push_blob(layer.digest, layer.size, path=layer.path)
             os.unlink(layer.path)
-            layers.append((annotated, layer))
+            layers.append((tuple(annotated for _, annotated in held), layer))
     uploaded, uploaded_bytes = registry.uploaded - before, registry.uploaded_bytes - before_bytes
     platform = platform_of(tid.env)
     config = _image.config(tid.env, tid.pin, platform, [layer for _, layer in layers])

@@ -46,7 +46,7 @@ def split(combined: str, destination: str) -> dict[str, str]:
     by its dist-info's name. :class:`InstallError` for a file two distributions or none claim."""
     dists = scan(combined)
     if not dists:
-        raise InstallError(f"{combined}: the installer left no distribution")
+        raise InstallError(f"{combined}: holds no distribution (no *.dist-info)")
     owned = owners(combined, dists)
     sources = {os.path.splitext(path)[0]: dist for path, dist in owned.items() if path.endswith(".py")}
     moves: list[tuple[str, Dist]] = []
@@ -55,7 +55,7 @@ def split(combined: str, destination: str) -> dict[str, str]:
         for entry in _walk.walk(fd):
             dist = owned.get(entry.path) or _bytecode_owner(entry.path, sources)
             if dist is None:
-                raise InstallError(f"{entry.path}: written by the installer but listed in no RECORD")
+                raise InstallError(f"{entry.path}: listed in no distribution's RECORD")
             moves.append((entry.path, dist))
     finally:
         os.close(fd)
