@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import csv
+import functools
 import io
 import json
 import os
@@ -39,28 +40,36 @@ from typing import NamedTuple
 
 from .. import _stop
 from .._disk.dists import RECORD_LIMIT, Hashed, is_bytecode, scan, tree_relative
+from . import marshalnorm
 
-#: Run by the tree's interpreter: for each line it reads (a JSON list of jobs, each [source, pyc or null (the
-#: interpreter's own cache path for it), name in the tree, optimization level]), compile each source unless its pyc
-#: is that source's unchecked hash-based pyc already, and answer with one line: each job's [pyc path, sha256 as
-#: RECORD writes it, size, device, inode, mtime in ns] (the pyc's row, and what tells the install it hashed that
-#: file: see Hashed), or null where it did not compile. The pycs are read back and hashed here, on every core, not
-#: by the install after the compile. Each answer is one write of one line, flushed: the install waits for it.
-_COMPILE = """
-import base64, hashlib, importlib.util, json, os, py_compile, sys
+#: Run by the tree's interpreter, after marshalnorm's source (its ``normalize``): for each line it reads (a JSON
+#: list of jobs, each [source, pyc or null (the interpreter's own cache path for it), name in the tree,
+#: optimization level]), compile each source unless its pyc is that source's unchecked hash-based pyc already, and
+#: answer with one line: each job's [pyc path, sha256 as RECORD writes it, size, device, inode, mtime in ns] (the
+#: pyc's row, and what tells the install it hashed that file: see Hashed), or null where it did not compile. A pyc
+#: is written as py_compile writes it (atomically, never through a symlink or over what is not a file), its marshal
+#: bytes normalised first, so the digest is that of the normalised bytes. The pycs are read back and hashed here,
+#: on every core, not by the install after the compile. Each answer is one write of one line, flushed: the install
+#: waits for it.
+_LOOP = """
+import base64, hashlib, importlib._bootstrap_external as external, importlib.util, json, marshal, os, sys
 def one(source, pyc, name, level):
     if pyc is None:
         pyc = importlib.util.cache_from_source(source)
     with open(source, "rb") as handle:
-        digest = importlib.util.source_hash(handle.read())
+        text = handle.read()
+    head = importlib.util.MAGIC_NUMBER + b"\\x01\\x00\\x00\\x00" + importlib.util.source_hash(text)
     try:
         with open(pyc, "rb") as handle:
-            head = handle.read(16)
+            found = handle.read(16)
     except OSError:
-        head = b""
-    if head != importlib.util.MAGIC_NUMBER + b"\\x01\\x00\\x00\\x00" + digest:
-        py_compile.compile(source, cfile=pyc, dfile=name, doraise=True, optimize=level,
-                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        found = b""
+    if found != head:
+        if os.path.islink(pyc) or (os.path.exists(pyc) and not os.path.isfile(pyc)):
+            raise FileExistsError(pyc)
+        code = compile(text, name, "exec", dont_inherit=True, optimize=level)
+        os.makedirs(os.path.dirname(pyc), exist_ok=True)
+        external._write_atomic(pyc, head + normalize(marshal.dumps(code)), external._calc_mode(source))
     with open(pyc, "rb") as handle:
         data = handle.read()
         info = os.fstat(handle.fileno())
@@ -209,7 +218,7 @@ def _compile(staged: str, python: str, jobs: list[_Job], processes: int | None) 
         try:
             for _ in range(count):
                 proc = subprocess.Popen(
-                    [python, "-I", "-c", _COMPILE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    [python, "-I", "-c", _script()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL, env=env,
                 )  # fmt: skip
                 pool.running.append(proc)
@@ -289,6 +298,14 @@ class _Pool:
         for n, reported in zip(chunk, done, strict=True):
             self.written[n] = _Compiled.of(reported)
         return self.hand(proc)
+
+
+@functools.cache
+def _script() -> str:
+    """What the compiling interpreters run: marshalnorm's source (standard library only: it runs as it is in the
+    tree's interpreter, which need not be this one), then the compile loop."""
+    with open(marshalnorm.__file__, encoding="utf-8") as handle:
+        return handle.read() + _LOOP
 
 
 def _chunks(jobs: list[_Job], count: int) -> list[list[int]]:
