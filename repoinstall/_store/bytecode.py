@@ -1,5 +1,6 @@
 """Bytecode compiled once, in parallel, that stays valid wherever a stored distribution's files land and is the same
-from any repo: PEP 552 unchecked hash-based pycs, compiled in a fixed interpreter state.
+from any repo and any batch (with the same interpreter): PEP 552 unchecked hash-based pycs, their marshal bytes
+normalised.
 
 An installer compiles each module into a timestamp pyc, whose header holds the source's mtime and size: the
 interpreter recompiles it (reading the source, and writing a new pyc where it can) as soon as the source's mtime
@@ -18,10 +19,16 @@ stored distribution never changes: every file of it, sources and pycs, is checke
 
 The work is spread over one process per core (as ``compileall -j0`` and uv's ``--compile-bytecode`` do), each
 handed the next chunk of sources (largest first) as soon as it answered its last, so that all end together. Each
-process runs with ``PYTHONHASHSEED=0`` (sets of constants marshal in one order) and compiles each file alone, so a
-pyc's bytes depend on its source and name only, never on which process compiled it or what it compiled before. A
-pyc that is already the unchecked hash-based pyc of its source is left as it is: compiling a dir twice costs a
-header read per file.
+process runs with ``PYTHONHASHSEED=0`` (what a string's hash orders comes out in one order) and compiles each
+file alone. What marshal writes still depends on the
+compiling interpreter's history: it flags an object for back-references (FLAG_REF) when its reference count is
+above 1, shared or not with what else that interpreter compiled or holds, and sorts a set's elements by their
+marshal bytes, flag included. So each pyc's marshal bytes are normalised before they are written (see
+:mod:`marshalnorm`: FLAG_REF only where a TYPE_REF refers back, sets in the order of their values), and a pyc's
+bytes depend on its source, its name in the tree, the optimization level and the interpreter, never on which
+process compiled it or what it compiled before. The interpreter counts: its magic number (its minor version) is in
+the header, and a patch release may generate other code for the same source. A pyc that is already the unchecked
+hash-based pyc of its source is left as it is: compiling a dir twice costs a header read per file.
 """
 
 from __future__ import annotations

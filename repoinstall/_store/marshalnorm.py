@@ -94,89 +94,89 @@ def _scan(data: bytes) -> tuple[list[int], list[tuple[int, int]], bool]:  # noqa
     counts: list[int] = []
     position = 0
     while True:
-        if kinds and kinds[-1] == _DICT_ITEMS and counts[-1] % 2 == 0 and data[position] == _NULL:
-            position += 1  # the NULL that ends a dict, where its next key would be
-            kinds.pop()
-            counts.pop()
+        if position >= size:
+            raise ValueError("marshal data ends inside an object")
+        code = data[position]
+        kind = code & 0x7F
+        position += 1
+        opened = False
+        if kind == _REF:
+            if code & FLAG_REF:
+                raise ValueError("a flagged reference")
+            index = uint32(data, position)[0]
+            if index >= len(flagged):
+                raise ValueError(f"a reference to slot {index} of {len(flagged)}")
+            refer((position, index))
+            position += 4
         else:
-            if position >= size:
-                raise ValueError("marshal data ends inside an object")
-            code = data[position]
-            kind = code & 0x7F
-            position += 1
-            opened = False
-            if kind == _REF:
-                if code & FLAG_REF:
-                    raise ValueError("a flagged reference")
-                index = uint32(data, position)[0]
-                if index >= len(flagged):
-                    raise ValueError(f"a reference to slot {index} of {len(flagged)}")
-                refer((position, index))
-                position += 4
-            else:
-                if code & FLAG_REF:
-                    if kind in _SINGLETONS:
-                        raise ValueError("a flagged singleton")
-                    flag(position - 1)
-                # The commonest first: names and short strings, bytes (bytecode, line tables), small tuples.
-                if kind in _SHORT:
-                    position += 1 + data[position]
-                elif kind in _SIZED:
-                    length = int32(data, position)[0]
-                    if length < 0:
-                        raise ValueError("a negative size")
-                    position += 4 + length
-                elif kind == _SMALL_TUPLE:
-                    count = data[position]
-                    position += 1
-                    if count:
-                        kinds.append(_ITEMS)
-                        counts.append(count)
-                        opened = True
-                elif kind in _FIXED:
-                    position += _FIXED[kind]
-                elif kind in _SINGLETONS:
-                    if kind == _NULL:
-                        raise ValueError("a NULL object")
-                elif kind == _CODE:
-                    position += _CODE_HEAD
-                    kinds.append(_CODE_FIRST)
-                    counts.append(_CODE_OBJECTS)
-                    opened = True
-                elif kind in _COUNTED:
-                    count = int32(data, position)[0]
-                    position += 4
-                    if count < 0:
-                        raise ValueError("a negative size")
-                    if count > 1 and kind in _SETS:
-                        sets = True
-                    if count:
-                        kinds.append(_ITEMS)
-                        counts.append(count)
-                        opened = True
-                elif kind == _DICT:
-                    kinds.append(_DICT_ITEMS)
-                    counts.append(0)
-                    opened = True
-                elif kind == _LONG:
-                    digits = int32(data, position)[0]
-                    position += 4 + 2 * abs(digits)
-                elif kind == _COMPLEX_TEXT:
-                    position += 1 + data[position]
-                    position += 1 + data[position]
-                elif kind == _SLICE:  # 3.14: start, stop, step
+            if code & FLAG_REF:
+                if kind in _SINGLETONS:
+                    raise ValueError("a flagged singleton")
+                flag(position - 1)
+            # The commonest first: names and short strings, bytes (bytecode, line tables), small tuples.
+            if kind in _SHORT:
+                position += 1 + data[position]
+            elif kind in _SIZED:
+                length = int32(data, position)[0]
+                if length < 0:
+                    raise ValueError("a negative size")
+                position += 4 + length
+            elif kind == _SMALL_TUPLE:
+                count = data[position]
+                position += 1
+                if count:
                     kinds.append(_ITEMS)
-                    counts.append(3)
+                    counts.append(count)
                     opened = True
-                else:
-                    raise ValueError(f"unknown marshal type {code:#04x} at {position - 1}")
-            if opened:
-                continue
+            elif kind in _FIXED:
+                position += _FIXED[kind]
+            elif kind in _SINGLETONS:
+                if kind == _NULL:
+                    raise ValueError("a NULL object")
+            elif kind == _CODE:
+                position += _CODE_HEAD
+                kinds.append(_CODE_FIRST)
+                counts.append(_CODE_OBJECTS)
+                opened = True
+            elif kind in _COUNTED:
+                count = int32(data, position)[0]
+                position += 4
+                if count < 0:
+                    raise ValueError("a negative size")
+                if count > 1 and kind in _SETS:
+                    sets = True
+                if count:
+                    kinds.append(_ITEMS)
+                    counts.append(count)
+                    opened = True
+            elif kind == _DICT:
+                kinds.append(_DICT_ITEMS)
+                counts.append(0)
+                opened = True
+            elif kind == _LONG:
+                digits = int32(data, position)[0]
+                position += 4 + 2 * abs(digits)
+            elif kind == _COMPLEX_TEXT:
+                position += 1 + data[position]
+                position += 1 + data[position]
+            elif kind == _SLICE:  # 3.14: start, stop, step
+                kinds.append(_ITEMS)
+                counts.append(3)
+                opened = True
+            else:
+                raise ValueError(f"unknown marshal type {code:#04x} at {position - 1}")
+        if opened:
+            continue
         # One object ended: count it in the containers it ends, innermost first.
         while kinds:
-            if kinds[-1] == _DICT_ITEMS:
+            if kinds[-1] == _DICT_ITEMS:  # keys and values, up to a NULL where a key would be
                 counts[-1] += 1
-                break
+                if counts[-1] % 2 or data[position] != _NULL:
+                    break
+                position += 1
+                kinds.pop()
+                counts.pop()
+                continue
             counts[-1] -= 1
             if counts[-1]:
                 break
