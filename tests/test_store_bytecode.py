@@ -4,46 +4,21 @@ same bytes whatever else its batch compiled in the same interpreters and however
 CPython's marshal flags an object for back-references when its reference count is above 1, and sorts a set's
 elements by their marshal bytes, flag included: both depend on what else lives in the compiling interpreter. The
 interpreters here hold, while marshalling a code object, one reference to each of its constants equal to one they
-compiled before (``SHARING``), as interned strings, small ints and constants shared with earlier code are held in
-interpreters whose counts show it (free-threaded builds, later versions): with that history the raw pycs of one
-source differ from batch to batch, and the normalised ones do not."""
+compiled before (``sharingpython``), as interpreters whose counts show their history do: the raw pycs of one source
+then differ from batch to batch, and the normalised ones do not."""
 
 from __future__ import annotations
 
 import glob
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sharingpython import one_core, sharing_python
 from wheels import make_wheel
 
 from repoinstall import InstallOptions, Repo
 from repoinstall._oci import layer
 
-#: Run before the compile loop in each compiling interpreter (see ``interpreter``).
-SHARING = """
-import marshal as _marshal, types as _types
-_dumps, _seen = _marshal.dumps, set()
-def _constants(root):
-    stack = [root]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, _types.CodeType):
-            stack.extend(item.co_consts)
-        elif isinstance(item, (str, bytes, float, int, tuple, frozenset)):
-            yield item
-            if isinstance(item, (tuple, frozenset)):
-                stack.extend(item)
-def _sharing_dumps(value, *args):
-    held = [x for x in _constants(value) if (type(x), x) in _seen]  # equal to constants compiled here before
-    data = _dumps(value, *args)
-    _seen.update((type(x), x) for x in _constants(value))
-    del held
-    return data
-_marshal.dumps = _sharing_dumps
-"""
 #: In the distribution compared, one module; in each other one, many bigger ones (compiled first: the largest go
 #: first), all with the same constants: strings that are not names, bytes, floats, big ints, tuples, sets.
 CONSTANTS = """
@@ -67,35 +42,12 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def interpreter(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This Python, but for the bytecode compile, which runs ``SHARING`` first."""
-    directory = tmp_path_factory.mktemp("sharing-python")
-    (directory / "sharing.py").write_text(SHARING)
-    wrapper = directory / "python"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        'if [ "$1" = -I ] && [ "$2" = -c ]; then\n'
-        f'  script=$3; shift 3; exec {sys.executable} -I -c "$(cat {directory}/sharing.py)\n$script" "$@"\n'
-        "fi\n"
-        f'exec {sys.executable} "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    return wrapper
+    return sharing_python(tmp_path_factory.mktemp("sharing-python"))
 
 
 def stored_layer(repo: Path, name: str, out: Path) -> str:
     (stored,) = glob.glob(str(repo / "store" / "*" / name / "*"))
     return layer.build(stored, str(out)).digest
-
-
-@pytest.fixture
-def one_core() -> Iterator[None]:
-    """One compiling interpreter: the bytecode compile starts one per core this process may use."""
-    cores = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(cores)})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, cores)
 
 
 def ensure(repo: Path, wheels: Path, interpreter: Path, *specs: str) -> None:
@@ -107,12 +59,9 @@ def ensure(repo: Path, wheels: Path, interpreter: Path, *specs: str) -> None:
             opened.ensure_together(specs)
 
 
-def test_a_distribution_gives_one_layer_from_any_batch(
-    tmp_path: Path, wheels: Path, interpreter: Path, one_core: None
-) -> None:
-    # One core here (the fixture), then both again: one compiling interpreter, then two.
-    ensure(tmp_path / "alone-one-core", wheels, interpreter, "kept-lib==1.0")
-    os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+def test_a_distribution_gives_one_layer_from_any_batch(tmp_path: Path, wheels: Path, interpreter: Path) -> None:
+    with one_core():  # one compiling interpreter, then one per core
+        ensure(tmp_path / "alone-one-core", wheels, interpreter, "kept-lib==1.0")
     ensure(tmp_path / "alone", wheels, interpreter, "kept-lib==1.0")
     ensure(tmp_path / "with-others", wheels, interpreter, "other-lib==1.0", "kept-lib==1.0", "third-lib==1.0")
     ensure(tmp_path / "with-one-other", wheels, interpreter, "kept-lib==1.0", "third-lib==1.0")

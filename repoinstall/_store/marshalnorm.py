@@ -1,5 +1,5 @@
-"""A code object's marshal bytes, with FLAG_REF kept only where a later TYPE_REF refers back to the object, and
-each set's elements in the order of their values.
+"""A code object's marshal bytes, with FLAG_REF kept only where a later TYPE_REF refers back to the object, each
+set's elements in the order of their values, and equal frozensets one object.
 
 CPython's marshal writer sets FLAG_REF (0x80 on an object's type byte: "add me to the reference list") on every
 object whose reference count is above 1 in the writing interpreter, whether or not the stream refers to it again
@@ -11,10 +11,10 @@ move too: marshal sorts them by their own marshal bytes, FLAG_REF included.
 
 :func:`normalize` parses the stream (every type code CPython 3.11 to 3.14 writes or reads in a code object), finds
 which reference slots a TYPE_REF uses, clears FLAG_REF on all the others and renumbers the references to the slots
-kept, as Fedora's add-determinism does for the pycs it packages; where a set of two elements or more is there, it
-writes the stream anew with each set's elements sorted by their values (see :func:`_rewrite`). Nothing else
-changes: the bytes keep their length, and load the same objects, shared the same way. Normalising normalised bytes
-changes nothing.
+kept, as Fedora's add-determinism does for the pycs it packages. Where a set is there, it writes the stream anew
+(see :func:`_rewrite`): each set's elements sorted by their values, and equal frozensets one object, as whether
+CPython's compiler made them one depends on its history too. Otherwise nothing changes: the bytes keep their
+length, and load the same objects, shared the same way. Normalising normalised bytes changes nothing.
 
 This module imports nothing but the standard library: the compiling interpreters (the tree's, which may be another
 Python than repoinstall's) run its source as it is (see ``bytecode.py``).
@@ -38,7 +38,7 @@ _SHORT = frozenset(b"zZf")
 _COMPLEX_TEXT, _LONG = ord("x"), ord("l")
 #: Containers of a 4-byte count then that many objects: TYPE_TUPLE, TYPE_LIST, TYPE_SET, TYPE_FROZENSET.
 _COUNTED = frozenset(b"([<>")
-_SETS = frozenset(b"<>")
+_SETS, _FROZENSET = frozenset(b"<>"), ord(">")
 _SMALL_TUPLE, _DICT, _CODE, _SLICE = ord(")"), ord("{"), ord("c"), ord(":")
 
 #: A code object after its type byte (marshal.c's w_complex_object, 3.11 to 3.14): five 4-byte ints (argcount,
@@ -80,8 +80,8 @@ def normalize(data: bytes) -> bytes:
 
 def _scan(data: bytes) -> tuple[list[int], list[tuple[int, int]], bool]:  # noqa: PLR0915 - one loop, a branch a type
     """The position of each flagged type byte, in the order marshal numbers their slots (the order the objects
-    begin in the stream), each TYPE_REF's (position of its index, index), and whether a set of two elements or
-    more is there (see :func:`_rewrite`)."""
+    begin in the stream), each TYPE_REF's (position of its index, index), and whether a set is there (see
+    :func:`_rewrite`)."""
     sets = False
     flagged: list[int] = []
     refs: list[tuple[int, int]] = []
@@ -200,10 +200,11 @@ class _Node:
     its items (a code object's: the eight, then ``middle``, its firstlineno, then the last two), how many times
     the stream holds it (once, and once more for each TYPE_REF to it)."""
 
-    __slots__ = ("head", "items", "key", "kind", "middle", "uses")
+    __slots__ = ("head", "items", "key", "kind", "middle", "start", "uses")
 
-    def __init__(self, kind: int, head: bytes) -> None:
+    def __init__(self, kind: int, head: bytes, start: int) -> None:
         self.kind = kind
+        self.start = start  # where its type byte is
         self.head = head
         self.items: list[_Node] = []
         self.middle = b""
@@ -212,18 +213,19 @@ class _Node:
 
 
 def _rewrite(data: bytes) -> bytes:
-    """``data`` written again with each set's elements in one order, that of their values.
+    """``data`` written again with each set's elements in one order, that of their values, and equal frozensets
+    one object.
 
     Marshal writes a set's elements sorted by each one's own marshal bytes, FLAG_REF included, so their order too
     depends on reference counts. Reordering moves the objects defined inside the elements (and a TYPE_REF may
     then come before what it names), so here the stream is read into its graph of objects and written anew as
     marshal would with exact counts: each object inline where it first comes, flagged if the stream holds it
-    again, a TYPE_REF wherever it comes again, the references numbered in order. Without a set to reorder this
-    gives what the patching in :func:`normalize` does."""
+    again, a TYPE_REF wherever it comes again, the references numbered in order. Without a set this gives what
+    the patching in :func:`normalize` does."""
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 3 * _MAX_DEPTH))  # one frame per level: marshal nests 2000 at most
     try:
-        root, end = _read(data, 0, [])
+        root, end = _read(data, 0, [], {})
         if end != len(data):
             raise ValueError(f"{len(data) - end} bytes after the marshalled object")
         out = bytearray()
@@ -236,8 +238,9 @@ def _rewrite(data: bytes) -> bytes:
 _MAX_DEPTH = 2000
 
 
-def _read(data: bytes, position: int, slots: list[_Node]) -> tuple[_Node, int]:
-    """The object at ``position`` and where it ends; ``slots``: the objects flagged so far, by reference index."""
+def _read(data: bytes, position: int, slots: list[_Node], frozen: dict[bytes, _Node]) -> tuple[_Node, int]:
+    """The object at ``position`` and where it ends; ``slots``: the objects flagged so far, by reference index;
+    ``frozen``: the frozensets read so far, by value."""
     code = data[position]
     kind = code & 0x7F
     position += 1
@@ -251,10 +254,12 @@ def _read(data: bytes, position: int, slots: list[_Node]) -> tuple[_Node, int]:
     position = _after_head(data, kind, position)
     if position > len(data):
         raise ValueError("marshal data ends inside an object")
-    node = _Node(kind, data[start:position])
+    node = _Node(kind, data[start:position], start - 1)
+    slot = -1
     if code & FLAG_REF:
         if kind in _SINGLETONS:
             raise ValueError("a flagged singleton")
+        slot = len(slots)
         slots.append(node)  # before its items, as marshal numbers them
     if kind == _SMALL_TUPLE:
         count = data[start]
@@ -269,23 +274,48 @@ def _read(data: bytes, position: int, slots: list[_Node]) -> tuple[_Node, int]:
     elif kind == _DICT:
         while data[position] != _NULL:
             for _ in range(2):
-                item, position = _read(data, position, slots)
+                item, position = _read(data, position, slots, frozen)
                 node.items.append(item)
         return node, position + 1
     else:
         return node, position
     for _ in range(count):
-        item, position = _read(data, position, slots)
+        item, position = _read(data, position, slots, frozen)
         node.items.append(item)
     if kind == _CODE:
         node.middle = data[position : position + _CODE_MIDDLE]
         position += _CODE_MIDDLE
         for _ in range(_CODE_TAIL):
-            item, position = _read(data, position, slots)
+            item, position = _read(data, position, slots, frozen)
             node.items.append(item)
     if kind in _SETS:
         node.items.sort(key=_key)
+        if kind == _FROZENSET:
+            return _merged(node, slot, position, slots, frozen), position
     return node, position
+
+
+def _merged(node: _Node, slot: int, end: int, slots: list[_Node], frozen: dict[bytes, _Node]) -> _Node:
+    """The frozenset ``node`` (its items read, up to ``end``; ``slot``: its reference index, or -1) or the equal
+    one read before. Whether the compiler made two equal frozensets of one module one object depends on its
+    history too (CPython 3.11 merges them or not, as numpy's, pandas' and scipy's pycs show); nothing can tell one
+    from the other, they are immutable."""
+    same = frozen.setdefault(_key(node), node)
+    if same is not node:
+        same.uses += node.uses
+        if slot >= 0:
+            slots[slot] = same  # a later TYPE_REF to it names the one kept
+        _drop(node, node.start, end)
+    return same
+
+
+def _drop(node: _Node, start: int, end: int) -> None:
+    """Count out what ``node``, a frozenset at ``start:end`` that another one replaces, held: each of its items
+    once, and what each item it defined there held in turn."""
+    for item in node.items:
+        item.uses -= 1
+        if start <= item.start < end:
+            _drop(item, start, end)
 
 
 def _after_head(data: bytes, kind: int, position: int) -> int:
