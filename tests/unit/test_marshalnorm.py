@@ -13,6 +13,7 @@ import sys
 import textwrap
 import types
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -60,26 +61,32 @@ def same(left: object, right: object) -> bool:
                        "co_firstlineno", "co_nlocals")  # fmt: skip
             if any(getattr(a, name) != getattr(b, name) for name in numbers):
                 return False
-        elif isinstance(a, str | bytes | int) and (a != b or (isinstance(a, str) and _interned(a) != _interned(b))):
+        elif isinstance(a, str | bytes | int) and (a != b or _interned(a) != _interned(b)):
             return False
     return True
 
 
-def _interned(text: str) -> bool:
-    return marshal.dumps(text)[0] & 0x7F in b"ZAt"  # as marshal sees it (sys.intern would intern it)
+def dumps(value: Any) -> bytes:
+    """marshal.dumps, for any value (the tests marshal what its stub cannot type)."""
+    return marshal.dumps(value)
+
+
+def _interned(value: object) -> bool:
+    """Whether ``value`` is an interned string, as marshal sees it (sys.intern would intern it)."""
+    return isinstance(value, str) and dumps(value)[0] & 0x7F in b"ZAt"
 
 
 def held_dumps(code: object) -> bytes:
     """``code`` marshalled while every object it holds has one reference more, as when other code in the
     interpreter shares them: marshal flags each one."""
     held = list(graph(code))
-    data = marshal.dumps(code)
+    data = dumps(code)
     del held
     return data
 
 
 def check(code: object) -> None:
-    raw, held = marshal.dumps(code), held_dumps(code)
+    raw, held = dumps(code), held_dumps(code)
     normal = normalize(raw)
     assert normalize(held) == normal  # whatever the reference counts were
     assert normalize(normal) == normal  # normalised already: unchanged
@@ -93,7 +100,7 @@ def test_reference_counts_change_the_raw_bytes_never_the_normalised_ones() -> No
     for path in LIBRARY:
         with open(path, "rb") as handle:
             code = compile(handle.read(), path, "exec", dont_inherit=True)
-        differ += marshal.dumps(code) != held_dumps(code)
+        differ += dumps(code) != held_dumps(code)
         check(code)
     assert differ > len(LIBRARY) // 2  # the raw bytes do depend on them
 
@@ -102,7 +109,7 @@ def test_a_set_marshal_ordered_by_reference_counts_is_ordered_by_value() -> None
     # Marshal sorts a set's elements by their own marshal bytes, FLAG_REF included: an interned string is always
     # flagged, another string only when shared, so the two come in either order.
     code = compile("def f(x):\n    return x in {'ab', 'a b'}, x in {('a b', 1.5), ('a b', 2.5), b'x'}\n", "f", "exec")
-    assert marshal.dumps(code) != held_dumps(code)
+    assert dumps(code) != held_dumps(code)
     check(code)
     # An element refers to an object another element defines, and that one comes first after reordering.
     check(frozenset({("z", SHARED), ("a", SHARED)}))
@@ -215,15 +222,15 @@ def test_any_marshalled_object_normalises_too(name: str) -> None:
 
 
 def test_what_is_shared_stays_shared_and_equal_frozensets_become_one() -> None:
-    twice = marshal.loads(normalize(marshal.dumps(BARE["an object twice"])))
+    twice = marshal.loads(normalize(dumps(BARE["an object twice"])))
     assert twice[0] is twice[1][0] is twice[2]["k"]
     # Two equal frozensets, as the compiler sometimes leaves them (numpy's, pandas' and scipy's pycs show it).
     two = (frozenset({"a b", 2.5, ("c d", 3)}), [frozenset({("c d", 3), 2.5, "a b"})], ("c d", 3))
-    raw = marshal.dumps(two)
+    raw = dumps(two)
     assert marshal.loads(raw)[0] is not marshal.loads(raw)[1][0]
     loaded = marshal.loads(normalize(raw))
     assert loaded[0] is loaded[1][0] and loaded == two
-    assert normalize(normalize(raw)) == normalize(raw) == normalize(marshal.dumps((two[0], [two[0]], two[2])))
+    assert normalize(normalize(raw)) == normalize(raw) == normalize(dumps((two[0], [two[0]], two[2])))
 
 
 @pytest.mark.parametrize(
