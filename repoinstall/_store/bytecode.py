@@ -23,8 +23,9 @@ process runs with ``PYTHONHASHSEED=0`` (what a string's hash orders comes out in
 file alone. What marshal writes still depends on the
 compiling interpreter's history: it flags an object for back-references (FLAG_REF) when its reference count is
 above 1, shared or not with what else that interpreter compiled or holds, and sorts a set's elements by their
-marshal bytes, flag included. So each pyc's marshal bytes are normalised before they are written (see
-:mod:`marshalnorm`: FLAG_REF only where a TYPE_REF refers back, sets in the order of their values), and a pyc's
+marshal bytes, flag included; whether the compiler makes two equal frozensets one object depends on it too. So each
+pyc's marshal bytes are normalised before they are written (see :mod:`marshalnorm`: FLAG_REF only where a TYPE_REF
+refers back, sets in the order of their values, equal frozensets one object), and a pyc's
 bytes depend on its source, its name in the tree, the optimization level and the interpreter, never on which
 process compiled it or what it compiled before. The interpreter counts: its magic number (its minor version) is in
 the header, and a patch release may generate other code for the same source. A pyc that is already the unchecked
