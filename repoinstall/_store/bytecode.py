@@ -54,7 +54,8 @@ from . import marshalnorm
 #: list of jobs, each [source, pyc or null (the interpreter's own cache path for it), name in the tree,
 #: optimization level]), compile each source unless its pyc is that source's unchecked hash-based pyc already, and
 #: answer with one line: each job's [pyc path, sha256 as RECORD writes it, size, device, inode, mtime in ns] (the
-#: pyc's row, and what tells the install it hashed that file: see Hashed), or null where it did not compile. A pyc
+#: pyc's row, and what tells the install it hashed that file: see Hashed), or null where it did not compile (or its
+#: marshal bytes hold what marshalnorm cannot read: no pyc rather than one whose bytes depend on the batch). A pyc
 #: is written as py_compile writes it (atomically, never through a symlink or over what is not a file), its marshal
 #: bytes normalised first, so the digest is that of the normalised bytes. The pycs are read back and hashed here,
 #: on every core, not by the install after the compile. Each answer is one write of one line, flushed: the install
