@@ -124,6 +124,22 @@ def _scan(data: bytes) -> tuple[list[int], list[tuple[int, int]], bool]:  # noqa
             elif kind == _SMALL_TUPLE:
                 count = data[position]
                 position += 1
+                # Its items that are names and references (most of a code object's tuples), read here at once.
+                while count:
+                    item = data[position]
+                    if item == _REF:
+                        index = uint32(data, position + 1)[0]
+                        if index >= len(flagged):
+                            raise ValueError(f"a reference to slot {index} of {len(flagged)}")
+                        refer((position + 1, index))
+                        position += 5
+                    elif item & 0x7F in _SHORT:
+                        if item & FLAG_REF:
+                            flag(position)
+                        position += 2 + data[position + 1]
+                    else:
+                        break
+                    count -= 1
                 if count:
                     kinds.append(_ITEMS)
                     counts.append(count)
