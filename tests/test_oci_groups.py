@@ -268,8 +268,16 @@ def test_a_grouped_layer_that_is_not_what_it_names_is_refused(
     notes = dists_note("grp-a", "grp-b")
     hostile.image(f"grp-root-1-{SHORT_ENV}", ENV, [root_layer(), (layer, notes)], tree="grp-root==1.0")
     repo = tmp_path / "repo"
-    done = run("ensure", "grp-root==1.0", "--repo", repo, "--from", f"{hostile.host}/{hostile.repository}",
-               "--no-index", "--plain-http")  # fmt: skip (--no-index: the refusal is the answer)
+    done = run(
+        "ensure",
+        "grp-root==1.0",
+        "--repo",
+        repo,
+        "--from",
+        f"{hostile.host}/{hostile.repository}",
+        "--no-index",
+        "--plain-http",
+    )  # fmt: skip (--no-index: the refusal is the answer)
     assert done.returncode == 1 and said in done.stderr and "refused" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "\x1b" not in done.stderr, done.stderr
     assert not any((repo / "store").rglob("*.dist-info")) and not any((repo / "trees").glob("*/*/*"))

@@ -1,5 +1,6 @@
 """Bytecode compiled once, in parallel, that stays valid wherever a stored distribution's files land and is the same
-from any repo: PEP 552 unchecked hash-based pycs, compiled in a fixed interpreter state.
+from any repo and any batch (with the same interpreter): PEP 552 unchecked hash-based pycs, their marshal bytes
+normalised.
 
 An installer compiles each module into a timestamp pyc, whose header holds the source's mtime and size: the
 interpreter recompiles it (reading the source, and writing a new pyc where it can) as soon as the source's mtime
@@ -18,10 +19,17 @@ stored distribution never changes: every file of it, sources and pycs, is checke
 
 The work is spread over one process per core (as ``compileall -j0`` and uv's ``--compile-bytecode`` do), each
 handed the next chunk of sources (largest first) as soon as it answered its last, so that all end together. Each
-process runs with ``PYTHONHASHSEED=0`` (sets of constants marshal in one order) and compiles each file alone, so a
-pyc's bytes depend on its source and name only, never on which process compiled it or what it compiled before. A
-pyc that is already the unchecked hash-based pyc of its source is left as it is: compiling a dir twice costs a
-header read per file.
+process runs with ``PYTHONHASHSEED=0`` (what a string's hash orders comes out in one order) and compiles each
+file alone. What marshal writes still depends on the
+compiling interpreter's history: it flags an object for back-references (FLAG_REF) when its reference count is
+above 1, shared or not with what else that interpreter compiled or holds, and sorts a set's elements by their
+marshal bytes, flag included; whether the compiler makes two equal frozensets one object depends on it too. So each
+pyc's marshal bytes are normalised before they are written (see :mod:`marshalnorm`: FLAG_REF only where a TYPE_REF
+refers back, sets in the order of their values, equal frozensets one object), and a pyc's
+bytes depend on its source, its name in the tree, the optimization level and the interpreter, never on which
+process compiled it or what it compiled before. The interpreter counts: its magic number (its minor version) is in
+the header, and a patch release may generate other code for the same source. A pyc that is already the unchecked
+hash-based pyc of its source is left as it is: compiling a dir twice costs a header read per file.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import csv
+import functools
 import io
 import json
 import os
@@ -39,28 +48,37 @@ from typing import NamedTuple
 
 from .. import _stop
 from .._disk.dists import RECORD_LIMIT, Hashed, is_bytecode, scan, tree_relative
+from . import marshalnorm
 
-#: Run by the tree's interpreter: for each line it reads (a JSON list of jobs, each [source, pyc or null (the
-#: interpreter's own cache path for it), name in the tree, optimization level]), compile each source unless its pyc
-#: is that source's unchecked hash-based pyc already, and answer with one line: each job's [pyc path, sha256 as
-#: RECORD writes it, size, device, inode, mtime in ns] (the pyc's row, and what tells the install it hashed that
-#: file: see Hashed), or null where it did not compile. The pycs are read back and hashed here, on every core, not
-#: by the install after the compile. Each answer is one write of one line, flushed: the install waits for it.
-_COMPILE = """
-import base64, hashlib, importlib.util, json, os, py_compile, sys
+#: Run by the tree's interpreter, after marshalnorm's source (its ``normalize``): for each line it reads (a JSON
+#: list of jobs, each [source, pyc or null (the interpreter's own cache path for it), name in the tree,
+#: optimization level]), compile each source unless its pyc is that source's unchecked hash-based pyc already, and
+#: answer with one line: each job's [pyc path, sha256 as RECORD writes it, size, device, inode, mtime in ns] (the
+#: pyc's row, and what tells the install it hashed that file: see Hashed), or null where it did not compile (or its
+#: marshal bytes hold what marshalnorm cannot read: no pyc rather than one whose bytes depend on the batch). A pyc
+#: is written as py_compile writes it (atomically, never through a symlink or over what is not a file), its marshal
+#: bytes normalised first, so the digest is that of the normalised bytes. The pycs are read back and hashed here,
+#: on every core, not by the install after the compile. Each answer is one write of one line, flushed: the install
+#: waits for it.
+_LOOP = """
+import base64, hashlib, importlib._bootstrap_external as external, importlib.util, json, marshal, os, sys
 def one(source, pyc, name, level):
     if pyc is None:
         pyc = importlib.util.cache_from_source(source)
     with open(source, "rb") as handle:
-        digest = importlib.util.source_hash(handle.read())
+        text = handle.read()
+    head = importlib.util.MAGIC_NUMBER + b"\\x01\\x00\\x00\\x00" + importlib.util.source_hash(text)
     try:
         with open(pyc, "rb") as handle:
-            head = handle.read(16)
+            found = handle.read(16)
     except OSError:
-        head = b""
-    if head != importlib.util.MAGIC_NUMBER + b"\\x01\\x00\\x00\\x00" + digest:
-        py_compile.compile(source, cfile=pyc, dfile=name, doraise=True, optimize=level,
-                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        found = b""
+    if found != head:
+        if os.path.islink(pyc) or (os.path.exists(pyc) and not os.path.isfile(pyc)):
+            raise FileExistsError(pyc)
+        code = compile(text, name, "exec", dont_inherit=True, optimize=level)
+        os.makedirs(os.path.dirname(pyc), exist_ok=True)
+        external._write_atomic(pyc, head + normalize(marshal.dumps(code)), external._calc_mode(source))
     with open(pyc, "rb") as handle:
         data = handle.read()
         info = os.fstat(handle.fileno())
@@ -209,7 +227,7 @@ def _compile(staged: str, python: str, jobs: list[_Job], processes: int | None) 
         try:
             for _ in range(count):
                 proc = subprocess.Popen(
-                    [python, "-I", "-c", _COMPILE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    [python, "-I", "-c", _script()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL, env=env,
                 )  # fmt: skip
                 pool.running.append(proc)
@@ -289,6 +307,14 @@ class _Pool:
         for n, reported in zip(chunk, done, strict=True):
             self.written[n] = _Compiled.of(reported)
         return self.hand(proc)
+
+
+@functools.cache
+def _script() -> str:
+    """What the compiling interpreters run: marshalnorm's source (standard library only: it runs as it is in the
+    tree's interpreter, which need not be this one), then the compile loop."""
+    with open(marshalnorm.__file__, encoding="utf-8") as handle:
+        return handle.read() + _LOOP
 
 
 def _chunks(jobs: list[_Job], count: int) -> list[list[int]]:

@@ -152,3 +152,25 @@ def test_an_interpreter_that_dies_leaves_only_its_chunk_and_the_others_compile_t
     assert 0 < len(sources) - compiled <= len(sources) // 4, compiled  # one chunk lost, not half of them
     assert len(pycs(tree)) == compiled
     assert not check_tree(str(tree), scan(str(tree)))  # every pyc there is recorded, with its hash
+
+
+def test_every_pyc_written_is_normalised_and_recorded_with_the_normalised_bytes_hash(
+    tmp_path: Path, wheels: list[Path]
+) -> None:
+    import base64
+    import hashlib
+    import marshal
+
+    from repoinstall._store.marshalnorm import normalize
+
+    tree = tmp_path / "tree"
+    pip_target(tree, *wheels, compile=False)
+    hash_based(str(tree), sys.executable, processes=2)
+    recorded = {row[0]: row[1] for d in scan(str(tree)) for row in csv.reader((tree / d.dist_info / "RECORD").open())}
+    written = pycs(tree)
+    assert written
+    for relative, data in written.items():
+        assert normalize(data[16:]) == data[16:], relative  # as marshal wrote it, it has unreferenced FLAG_REFs
+        marshal.loads(data[16:])
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        assert recorded[relative] == f"sha256={digest}"
