@@ -94,8 +94,15 @@ class Registry:
     # ---- blobs ------------------------------------------------------------------------------------------------
 
     def has_blob(self, digest: str) -> bool:
-        status = self._call("HEAD", self._url("blobs", digest), ok=(200, 404)).status
-        return status == 200
+        return self.blob_size(digest) is not None
+
+    def blob_size(self, digest: str) -> int | None:
+        """The size the registry gives a blob it has (HEAD; ``-1`` if it says none), ``None`` if it has none."""
+        response = self._call("HEAD", self._url("blobs", digest), ok=(200, 404))
+        if response.status == 404:
+            return None
+        said = response.headers.get("content-length", "")
+        return int(said) if said.isdigit() else -1
 
     def push_blob(self, digest: str, size: int, path: str | None = None, data: bytes | None = None) -> bool:
         """Upload a blob unless the registry has it (HEAD first); whether it was uploaded."""
@@ -119,10 +126,18 @@ class Registry:
         self.uploaded_bytes += size
         return True
 
-    def fetch_blob(self, digest: str, size: int, out: str, what: str) -> None:
+    def fetch_blob(self, digest: str, size: int, out: str, what: str, *, missing_ok: bool = False) -> bool:
         """GET a blob into the new file ``out``: :class:`Refused` if it is larger than ``size`` or its digest is
-        not ``digest``."""
-        with self._stream("GET", self._url("blobs", digest)) as response, open(out, "xb") as handle:
+        not ``digest``. ``missing_ok``: ``False`` (and no file) if the registry has no such blob (404)."""
+        ok = (200, 404) if missing_ok else (200,)
+        with self._stream("GET", self._url("blobs", digest), ok=ok) as response:
+            if response.status_code == 404:
+                return False
+            self._receive(response, digest, size, out, what)
+        return True
+
+    def _receive(self, response: httpx.Response, digest: str, size: int, out: str, what: str) -> None:
+        with open(out, "xb") as handle:
             sha = hashlib.sha256()
             count = 0
             try:

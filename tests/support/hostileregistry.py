@@ -51,6 +51,8 @@ class HostileRegistry:
         self.manifests: dict[str, tuple[bytes, str]] = {}
         self.head_digest: dict[str, str] = {}  # tag -> what HEAD says
         self.delay = 0.0
+        #: Every path asked (HEAD or GET), in order: what a client fetched, and what it did not.
+        self.asked: list[str] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -67,6 +69,7 @@ class HostileRegistry:
                 time.sleep(server.delay)
                 prefix = f"/v2/{server.repository}/"
                 path = self.path.split("?")[0]
+                server.asked.append(path)
                 if path.startswith(prefix + "manifests/"):
                     name = path[len(prefix + "manifests/") :]
                     key = server.head_digest.get(name, name) if not name.startswith("sha256:") else name
