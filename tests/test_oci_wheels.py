@@ -134,14 +134,14 @@ def test_a_wheel_the_registry_lacks_comes_from_the_index_or_fails_in_one_line(
     deleted = httpx.delete(oci.url(f"/v2/lacking/blobs/sha256:{hashes['base-lib']}"))
     assert deleted.status_code == 202, deleted.text
     # A live index: base-lib from it (one line says so), app-one from the registry.
-    code, out, err = ensure_from(tmp_path / "two", lock, where, live.simple)
+    code, _, err = ensure_from(tmp_path / "two", lock, where, live.simple)
     assert code == 0, err
     assert "has no wheel of base-lib==1.0" in err
     assert (live.downloads("base_lib"), live.downloads("app_one")) == (1, 0)
     _, found = rows(tmp_path / "two")
     assert {row["name"]: row["sha256"] for row in found} == hashes
     # The index stopped too: exit 1, one line naming the pin, nothing installed.
-    code, out, err = ensure_from(tmp_path / "three", lock, where, STOPPED)
+    code, _, err = ensure_from(tmp_path / "three", lock, where, STOPPED)
     errors = [line for line in err.splitlines() if "error:" in line]
     assert code == 1 and len(errors) == 1 and "base-lib==1.0" in errors[0] and "has no wheel of it" in errors[0], err
     assert not any((tmp_path / "three" / "trees").glob("*/*/*"))
@@ -178,4 +178,3 @@ def test_a_pulled_tree_pushes_no_wheels_and_a_changed_wheel_stops_the_push(
     errors = [line for line in done.stderr.splitlines() if "error:" in line]
     assert done.returncode == 1 and len(errors) == 1 and "is not the wheel solo-lib 1.0" in errors[0], done.stderr
     assert tags(oci, "changed") == []
-
