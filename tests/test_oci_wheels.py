@@ -178,3 +178,31 @@ def test_a_pulled_tree_pushes_no_wheels_and_a_changed_wheel_stops_the_push(
     errors = [line for line in done.stderr.splitlines() if "error:" in line]
     assert done.returncode == 1 and len(errors) == 1 and "is not the wheel solo-lib 1.0" in errors[0], done.stderr
     assert tags(oci, "changed") == []
+
+
+def test_a_pylock_takes_its_wheels_from_the_registry_not_from_its_urls(
+    tmp_path: Path, served: IndexServer, oci: Registry, live: IndexServer
+) -> None:
+    import subprocess
+    import sys
+
+    from helpers import isolated_env
+
+    where = f"{oci.host}/pylocks"
+    lock = tmp_path / "pylock.toml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "lock", "app-one==1.0", "--no-index", "--find-links", live.url, "-o", str(lock)],
+        env=isolated_env(), capture_output=True, text=True, check=False, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (pushed_from_index(tmp_path / "one", lock, live, where)["wheels"]) == 2
+    before = live.requests
+    # Its URLs name the live index's files: the registry's wheels are taken instead, by the lock's hashes.
+    code, _, err = ensure_from(tmp_path / "two", lock, where, STOPPED)
+    assert code == 0, err
+    assert live.requests == before
+    _, found = rows(tmp_path / "two")
+    assert {row["provenance"] for row in found} == {"wheel"}
+    # Its record names each wheel where the lock says it is, not the scratch file it was installed from.
+    assert all(str(row["url"]).startswith(live.url) for row in found), found
+    assert run("verify", "--repo", tmp_path / "two").returncode == 0
