@@ -270,6 +270,10 @@ class Ensurer:
             from ._oci.wheels import fill_locked
 
             return partial(fill_locked, self._source, self._install_options or InstallOptions())
+        if requested.hashes:
+            # A hash names a wheel, which no layer can be checked against: installed as without --from.
+            _log.logger().info("%s: hashed; installing it as without --from", tid)
+            return None
         with os_errors(self._layout.root, tid):
             found = self._source.find(tid)
         if found is None:

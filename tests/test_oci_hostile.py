@@ -149,13 +149,18 @@ def test_a_hashed_lock_takes_only_the_wheel_its_hash_names(tmp_path: Path, hosti
     assert tid is not None
     hostile.repository = "evil-lock"
     image = hostile.image(tag_for(tid), ENV, [(tar_of(dist), NOTES)])  # layers a lock never fetches
-    listing = canonical({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "artifactType": ARTIFACT_TYPE,
-        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": digest(b"{}"), "size": 2},
-        "layers": [{"mediaType": WHEEL, "digest": blob, "size": len(data), "annotations": {TITLE: wheel.name}}],
-        "annotations": {"org.repoinstall.env": ENV, "org.repoinstall.tree": tid.pin}})  # fmt: skip
-    hostile.manifests[digest(listing)] = (listing, "application/vnd.oci.image.manifest.v1+json")
-    hostile.head_digest[wheels_tag(tid)] = digest(listing)
+
+    def list_wheel(title: str) -> None:
+        listing = canonical({
+            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "artifactType": ARTIFACT_TYPE,
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": digest(b"{}"), "size": 2},
+            "layers": [{"mediaType": WHEEL, "digest": blob, "size": len(data), "annotations": {TITLE: title}}],
+            "annotations": {"org.repoinstall.env": ENV, "org.repoinstall.tree": tid.pin}})  # fmt: skip
+        hostile.manifests[digest(listing)] = (listing, "application/vnd.oci.image.manifest.v1+json")
+        hostile.head_digest[wheels_tag(tid)] = digest(listing)
+
+    list_wheel(wheel.name)
     where = f"{hostile.host}/evil-lock"
 
     def ensure(repo: str) -> tuple[int, str]:
@@ -175,6 +180,17 @@ def test_a_hashed_lock_takes_only_the_wheel_its_hash_names(tmp_path: Path, hosti
     code, err = ensure("b")
     assert code == 1 and "evil-pkg==1.0" in err and "has no wheel of it" in err, err
     assert len([line for line in err.splitlines() if "error:" in line]) == 1 and nothing_stored(tmp_path / "b"), err
+    # The genuine wheel under a title that is a path, or another project's: not taken (no file is named by it).
+    hostile.blobs[blob] = data
+    for title in ("../" + wheel.name, "other_pkg-1.0-py3-none-any.whl", "evil_pkg-1.0-py3-none-any\x1b[2J.whl"):
+        list_wheel(title)
+        code, err = ensure("c")
+        assert code == 1 and "has no wheel of it" in err and "\x1b" not in err, err
+        assert nothing_stored(tmp_path / "c")
+    list_wheel(wheel.name)  # and under its own: installed, wheel-verified
+    code, err = ensure("d")
+    assert code == 0, err
+    assert [leaf.name for leaf in (tmp_path / "d" / "store").glob("*/evil-pkg/*")] == [f"1-{blob[7:23]}"]
 
 
 def test_credentials_and_tls_as_users_have_them(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -59,6 +60,9 @@ EMPTY = _image.Blob(b"{}", "application/vnd.oci.empty.v1+json")
 WHEEL = "application/vnd.repoinstall.wheel.v1+zip"
 TITLE = "org.opencontainers.image.title"
 _CHUNK = 1 << 20
+#: What a wheel's filename may hold (PEP 427's escaped name and version, tags, a build tag): nothing else reaches a
+#: path, a log line or an installer.
+_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+!-]*\.whl$")
 
 
 class Listed(NamedTuple):
@@ -136,8 +140,8 @@ def _names(filename: str, name: str, version: str) -> bool:
     from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
     from packaging.version import InvalidVersion, Version
 
-    if not filename or "/" in filename or "\\" in filename or filename.startswith("."):
-        return False
+    if not _FILENAME.match(filename):
+        return False  # a path, a control character, anything no wheel's name holds
     try:
         found_name, found_version, _, _ = parse_wheel_filename(filename)
         return found_name == canonicalize_name(name) and found_version == Version(version)
@@ -221,7 +225,10 @@ def push_wheels(
         wanted.append((dist, row.get("url", "")))
     if not wanted:
         return Sent()
-    there = listing(registry, tid)
+    try:
+        there = listing(registry, tid)
+    except Refused:
+        there = {}  # not one of ours: ours replaces it
     before, before_bytes = registry.uploaded, registry.uploaded_bytes
     listed = []
     for number, (dist, url) in enumerate(sorted(wanted)):
