@@ -206,3 +206,33 @@ def test_a_pylock_takes_its_wheels_from_the_registry_not_from_its_urls(
     # Its record names each wheel where the lock says it is, not the scratch file it was installed from.
     assert all(str(row["url"]).startswith(live.url) for row in found), found
     assert run("verify", "--repo", tmp_path / "two").returncode == 0
+
+
+def test_wheels_are_downloaded_for_a_push_with_the_index_credentials_never_shown(tmp_path: Path, oci: Registry) -> None:
+    from passlib.apache import HtpasswdFile
+    from servers import PypiServer
+
+    secret = "wh33ls-s3cret"
+    htpasswd = HtpasswdFile(str(tmp_path / "htpasswd"), new=True)
+    htpasswd.set_password("deploy", secret)
+    htpasswd.save()
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    wheel = make_wheel(packages, "private-lib", "1.0", modules=1)
+    (tmp_path / "pypiserver").mkdir()
+    server = PypiServer(packages, tmp_path / "pypiserver", htpasswd=tmp_path / "htpasswd")
+    try:
+        index = server.simple.replace("http://", f"http://deploy:{secret}@")
+        where = f"{oci.host}/private"
+        # Installed from the private index; its record keeps the wheel's URL without the credentials, and the
+        # push downloads it again with the credentials the index URL gave.
+        done = run("push", where, "private-lib==1.0", "--repo", tmp_path / "repo", "--index-url", index,
+                   "--plain-http", "--json", "-v")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert secret not in done.stdout + done.stderr
+        assert [(one["wheels"], one["wheels_uploaded"]) for one in json.loads(done.stdout)["images"]] == [(1, 1)]
+    finally:
+        server.stop()
+    digest = f"sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}"
+    got = httpx.get(oci.url(f"/v2/private/blobs/{digest}"))
+    assert got.status_code == 200 and got.content == wheel.read_bytes()

@@ -243,7 +243,12 @@ def push_wheels(
         size = registry.blob_size(digest)
         if size is None or size < 0:
             path = os.path.join(scratch, f"wheel-{number}")
-            if not url or not fetch(url, path):
+            try:
+                still_there = bool(url) and fetch(url, path)
+            except InstallError as error:
+                wheel = f"{dist.name} {dist.version}"
+                raise InstallError(f"{tid}: the wheel of {wheel}: {error}: nothing more was pushed") from None
+            if not still_there:
                 _log.logger().warning("%s: the wheel of %s is not at its URL any more: not pushed", tid, dist)
                 continue
             with open(path, "rb") as handle:
