@@ -154,6 +154,7 @@ def test_a_pulled_tree_pushes_no_wheels_and_a_changed_wheel_stops_the_push(
     first = run("push", where, "app-one==1.0", "--repo", tmp_path / "one", "--no-index", "-f", served.url,
                 "--plain-http")  # fmt: skip
     assert first.returncode == 0, first.stderr
+    assert "wheels: 2 of 2 uploaded" in first.stdout, first.stdout
     # app-one's tree pulled as an image (no lock: its layers), then pushed elsewhere: registry-sourced, no wheels.
     pulled = run("ensure", "app-one==1.0", "--repo", tmp_path / "two", "--from", where, "--plain-http",
                  "--index-url", STOPPED)  # fmt: skip
