@@ -121,6 +121,11 @@ def test_a_hashed_lock_from_a_registry_installs_its_wheels_and_asks_no_index(
         leaves = [path.name for path in (repo / "store").glob("*/*/*")]
         assert len(leaves) == 3 and not [leaf for leaf in leaves if "-layer-" in leaf]
         assert run("verify", "--repo", repo).returncode == 0
+    # Another lock whose distributions are all stored: composed from the store, asking no registry (none is up).
+    subset = tmp_path / "subset.txt"
+    subset.write_text(f"base-lib==1.0 --hash=sha256:{hashes['base-lib']}\n")
+    code, _, err = ensure_from(tmp_path / "two", subset, "127.0.0.1:9/gone", STOPPED)
+    assert code == 0, err
 
 
 def test_a_wheel_the_registry_lacks_comes_from_the_index_or_fails_in_one_line(

@@ -288,9 +288,9 @@ def fill_locked(
     from .._disk.pin import Pin
     from .._install.fill.tree import fill
 
-    registry = source.registry()
+    registry = source.registry()  # a client, no request yet
     where = source.reference.tagged(wheels_tag(tid))
-    there = listing(registry, tid)
+    there: dict[str, Listed] | None = None  # read when a pin first needs it: none does if the store has them all
     folder = os.path.join(staging.tmp, "wheels")
     os.makedirs(folder)
     pins: list[Pin] = []
@@ -302,6 +302,8 @@ def fill_locked(
         if kept is not None:  # its distribution is in the store: no wheel needed
             pins.append(Pin(pin.name, pin.version, pin.url, (kept,)))
             continue
+        if there is None:
+            there = listing(registry, tid)
         found = next((there[d] for d in digests if d in there), None)
         if found is not None and _names(found.filename, pin.name, pin.version):
             path = os.path.join(folder, found.filename)
