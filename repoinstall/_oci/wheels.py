@@ -291,6 +291,9 @@ def fill_locked(
     registry = source.registry()  # a client, no request yet
     where = source.reference.tagged(wheels_tag(tid))
     there: dict[str, Listed] | None = None  # read when a pin first needs it: none does if the store has them all
+    # Wheels land in this install's own staging dir, which nobody else reads: peers installing trees that share a
+    # wheel may each fetch it; what reaches the store goes through store_missing's per-distribution locks and its
+    # rename that never replaces, as for any lock.
     folder = os.path.join(staging.tmp, "wheels")
     os.makedirs(folder)
     pins: list[Pin] = []
