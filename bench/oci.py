@@ -11,8 +11,10 @@ Beside it, an app tree (built here) that needs the same libraries.
    beside the tree's whole (what a push without HEAD-before-upload sends).
 2. The same distributions pushed from two repos (two clusters installing from the index on their own) have one
    digest each: the second push uploads nothing and gives the same manifest.
-3. A second cluster's cold ``ensure -r LOCK --from REGISTRY`` with its index stopped, against installing the
-   lock with pip and with uv (``--target``, bytecode compiled, an empty cache): wall and CPU seconds, medians.
+3. A second cluster's cold ``ensure APP --from REGISTRY`` (the app's tree: the lock's distributions and the app,
+   pulled as layers) and ``ensure -r LOCK --from REGISTRY`` (the lock's wheels, fetched by their hashes) with its
+   index stopped, against installing the lock with pip and with uv (``--target``, bytecode compiled, an empty
+   cache): wall and CPU seconds, medians.
 4. ``import`` of the tree's top module from the unpacked image (umoci) against from the tree on the repo:
    files opened and stat calls (strace), sources read and pycs written (none, for both: hash-based pycs).
 """
@@ -128,9 +130,10 @@ def tree_bytes(where: str, manifest: str) -> tuple[int, int]:
     return len(layers), sum(layer["size"] for layer in layers)
 
 
-def cold_pull(where: str, lock: Path, work: Path) -> tuple[float, float, str]:
+def cold_pull(where: str, asked: list[str | Path], work: Path) -> tuple[float, float, str]:
+    """A cold ``ensure ASKED --from`` in a new repo, its index stopped: wall and CPU seconds, the tree's path."""
     repo = work / "repo"
-    command = cli("ensure", "-r", lock, "--repo", repo, "--from", where, "--index-url", STOPPED, "--plain-http",
+    command = cli("ensure", *asked, "--repo", repo, "--from", where, "--index-url", STOPPED, "--plain-http",
                   "--json")  # fmt: skip
     ran = run_together([command], [pod_env(work / "cache")])
     if ran.codes != [0]:
@@ -230,15 +233,23 @@ def main() -> None:
                   f"{'the same' if same else 'DIFFERENT'}: {str(other['manifest'])[:19]}... "
                   f"(baseline, non-reproducible layers: {other['layers']} new blobs)")  # fmt: skip
 
-            # 3. A second cluster's cold ensure from the registry, against pip and uv installing the lock.
-            figures: dict[str, list[tuple[float, float]]] = {"repoinstall --from": [], "pip": [], "uv": []}
+            # 3. A second cluster's cold ensure from the registry, against pip and uv installing the lock: the app's
+            # tree (the lock's distributions and the app) pulled as its image's layers; the lock itself, which with
+            # --from installs the lock's wheels, fetched from the registry by their hashes.
+            figures: dict[str, list[tuple[float, float]]] = {
+                "repoinstall --from": [], "-r LOCK --from": [], "pip": [], "uv": []
+            }  # fmt: skip
             tree = ""
             for number in range(rounds):
-                seconds, cpu, tree = cold_pull(where, package.lock, work / f"pull-{number}")
+                seconds, cpu, tree = cold_pull(where, [package.app], work / f"pull-{number}")
                 figures["repoinstall --from"].append((seconds, cpu))
+                seconds, cpu, _ = cold_pull(where, ["-r", package.lock], work / f"wheels-{number}")
+                figures["-r LOCK --from"].append((seconds, cpu))
                 for installer in ("pip", "uv"):
                     figures[installer].append(bare(installer, package, work / f"{installer}-{number}"))
-            print("\n3. a second cluster's cold install of the lock (index stopped for --from; empty caches)")
+            print("\n3. a second cluster's cold install (index stopped for --from; empty caches): the app's tree from "
+                  "its image's layers (repoinstall --from), the lock from its wheels in the registry (-r LOCK --from), "
+                  "the lock with pip and uv")  # fmt: skip
             print(f"   {'':<20} {'wall s':>7} {'cpu s':>7}")
             medians = {k: (statistics.median(s for s, _ in v), statistics.median(c for _, c in v))
                        for k, v in figures.items()}  # fmt: skip

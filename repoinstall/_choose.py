@@ -53,6 +53,7 @@ class Chooser:
         refresh: bool,
         pre: bool,
         index_ttl: float,
+        look_up_artifacts: bool = True,
     ) -> None:
         self._layout = layout
         self._env = env
@@ -61,6 +62,9 @@ class Chooser:
         self.refresh = refresh
         self.pre = pre
         self.index_ttl = index_ttl
+        #: Whether a lock's pins are looked up on the index (off with ``--from``: the registry supplies the lock's
+        #: wheels by their hashes, and a hashed lock with ``--from`` asks no index).
+        self.look_up_artifacts = look_up_artifacts
         self._resolver: Resolver | None = None
         #: Threads (--jobs) may ask for the resolver first at once: one resolver, one HTTP client, closed by close().
         self._guard = threading.Lock()
@@ -75,7 +79,8 @@ class Chooser:
         lock did not (hashed requirements: a version and the hashes of several files; see
         :mod:`repoinstall._index.artifacts`), so the tree is the one a ``pylock.toml`` of the same resolution
         names, and goes through the store; a pin whose artifact cannot be found stays as it is (the installer then
-        picks among its hashes). A tree installed under its former name (``locked-<16 hex>``) keeps it."""
+        picks among its hashes), as does every pin with ``--from`` (no index is asked: the registry gives the
+        wheels by the lock's hashes). A tree installed under its former name (``locked-<16 hex>``) keeps it."""
         if not requested.locked:
             return requested
         from packaging.version import Version
@@ -87,7 +92,7 @@ class Chooser:
 
         given = requested.locked
         pins = given
-        if not all(pin.sha256 and pin.url for pin in pins):
+        if self.look_up_artifacts and not all(pin.sha256 and pin.url for pin in pins):
             pins = self._make_resolver().artifacts(pins, self._env) or pins
         key = closure_key(pins)
         # A tree an earlier release installed from this very file, or from its closure, keeps its name while it is

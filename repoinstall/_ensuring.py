@@ -200,7 +200,7 @@ class Ensurer:
         if (settled := self.settle(requested, tid)) is not None:
             return settled
         assert tid is not None  # settled otherwise
-        filler = self._from_registry(tid) if self._source is not None else None
+        filler = self._from_registry(requested, tid) if self._source is not None else None
         # Threads of this process asking for the same tree share one install before touching the file lock.
         while True:
             try:
@@ -258,13 +258,24 @@ class Ensurer:
         _log.logger().info("%s %s (%.1fs%s%s)", outcome.action, tid, seconds, size, with_batch)
         return outcome
 
-    def _from_registry(self, tid: TreeId) -> Filler | None:
-        """Step 5 from the tree's image where ``--from``'s registry has one (``None``: install as without it)."""
+    def _from_registry(self, requested: Requested, tid: TreeId) -> Filler | None:
+        """Step 5 from the tree's image where ``--from``'s registry has one (``None``: install as without it); for
+        a lock's tree, from the lock's wheels there (see :mod:`repoinstall._oci.wheels`)."""
         from ._errors import SourceRefused
         from ._options import InstallOptions
 
         assert self._source is not None
         options = self._install_options or InstallOptions()
+        if requested.locked:
+            # A layer cannot be checked against a wheel's sha256: a hashed lock installs the wheels its hashes name
+            # (fetched by digest), so what it stores is wheel-verified, never the image's layers.
+            from ._oci.wheels import fill_locked
+
+            return partial(fill_locked, self._source, options)
+        if requested.hashes:
+            # A hash names a wheel, which no layer can be checked against: installed as without --from.
+            _log.logger().info("%s: hashed; installing it as without --from", tid)
+            return None
         try:
             with os_errors(self._layout.root, tid):
                 found = self._source.find(tid)

@@ -89,7 +89,14 @@ class Repo:
         self._install_options = install
         #: Unpinned specs: installed trees first (no network) unless ``refresh``; then the index, as pip would.
         self._chooser = Chooser(
-            self._layout, self.env, self.settings, install, refresh=refresh, pre=pre, index_ttl=index_ttl
+            self._layout,
+            self.env,
+            self.settings,
+            install,
+            refresh=refresh,
+            pre=pre,
+            index_ttl=index_ttl,
+            look_up_artifacts=pull_from is None,
         )
         #: Guards the lazily made thread pool: threads may ask for it first at once.
         self._lazy_guard = threading.Lock()
@@ -319,6 +326,8 @@ class Repo:
     def push(self, trees: Iterable[EnsureResult], to: Reference, *, skip_pulled: bool = False) -> list[Pushed]:
         """Push each installed tree of ``trees`` to ``to`` as an image (see :mod:`repoinstall._oci.push`);
         ``skip_pulled``: leave out trees that were made from an image."""
+        import tempfile
+
         from packaging.version import Version
 
         from ._disk.manifest import read
@@ -327,6 +336,7 @@ class Repo:
         from ._oci.pull import INSTALLER
         from ._oci.push import check, push
         from ._oci.settings import Settings as _Settings
+        from ._oci.wheels import Fetcher, push_wheels
 
         wanted: list[tuple[TreeId, TreeEntry]] = []
         checked: set[DistId] = set()
@@ -345,10 +355,21 @@ class Repo:
                 check(self._layout, tid, record, checked)
             wanted.append((tid, record))
         pushed: list[Pushed] = []
-        with Registry(to, self._registry_settings or _Settings(), lookup(to.host), push=True) as registry:
-            for tid, record in wanted:
-                with os_errors(self._layout.root, tid):
-                    pushed.append(push(self._layout, registry, tid, record))
+        fetch = Fetcher(self._install_options)
+        with (
+            Registry(to, self._registry_settings or _Settings(), lookup(to.host), push=True) as registry,
+            tempfile.TemporaryDirectory(prefix="repoinstall-wheels-") as scratch,
+        ):
+            try:
+                for tid, record in wanted:
+                    with os_errors(self._layout.root, tid):
+                        # Its wheels first, each checked against its sha256: a mismatch stops before its image.
+                        sent = push_wheels(registry, tid, record, fetch, scratch)
+                        done = push(self._layout, registry, tid, record)
+                    pushed.append(done._replace(wheels=sent.wheels, wheels_uploaded=sent.uploaded,
+                                                wheels_uploaded_bytes=sent.uploaded_bytes))  # fmt: skip
+            finally:
+                fetch.close()
         return pushed
 
     def _executor(self) -> ThreadPoolExecutor:

@@ -91,10 +91,11 @@ def test_push_one_reproducible_layer_per_distribution_head_before_upload(
     # The same tree installed in another repo gives the same layers and the same image.
     other = push(tmp_path / "two", served, where, "app-one==1.0")["images"][0]
     assert (other["uploaded"], other["digest"], other["manifest"]) == (0, first["digest"], first["manifest"])
-    # Each tree's tag (its index), and each platform's own tag beside it: <tag>--<platform>.
+    # Each tree's tag (its index), each platform's own tag beside it (<tag>--<platform>), and its wheels' tag.
     platform = first["env"].split("-", 2)[2]
     named = [first["tag"].rsplit(":", 1)[1], second["tag"].rsplit(":", 1)[1]]
-    assert tags(oci, where.split("/", 1)[1]) == sorted(named + [f"{tag}--{platform}" for tag in named])
+    wheels = [f"{tag}.wheels--{platform}" for tag in named]
+    assert tags(oci, where.split("/", 1)[1]) == sorted(named + [f"{tag}--{platform}" for tag in named] + wheels)
 
 
 def _imports_compile_nothing(tree: Path, modules: str) -> None:
@@ -166,9 +167,13 @@ def test_a_second_cluster_pulls_with_its_index_stopped(tmp_path: Path, served: I
     assert second.returncode == 0, second.stderr
     assert [p["action"] for p in json.loads(second.stdout)["packages"]] == ["installed", "installed"]
     listed = json.loads(run("list", "--repo", tmp_path / "two", "--json").stdout)
-    assert {tree["installer"] for tree in listed["trees"]} == {"oci-image"}
-    assert all(tree["installer_version"].startswith(f"{where}@sha256:") for tree in listed["trees"])
-    assert listed["store"]["distributions"] == 4  # base-lib once, the apps, the lock's own metapackage
+    # The lock's tree from the lock's wheels (wheel-verified, by its installer); app-two's from its image.
+    by_name = {tree["name"].split("-")[0]: tree for tree in listed["trees"]}
+    assert by_name["app"]["installer"] == "oci-image" and by_name["locked"]["installer"] in ("pip", "uv")
+    assert by_name["app"]["installer_version"].startswith(f"{where}@sha256:")
+    assert {row["provenance"] for row in by_name["locked"]["dists"]} == {"wheel"}
+    # base-lib twice (the lock's wheel; app-two's layer, registry-sourced), the apps, the lock's own metapackage
+    assert listed["store"]["distributions"] == 5
     assert run("verify", "--repo", tmp_path / "two").returncode == 0
     tree = Path(next(p["path"] for p in json.loads(second.stdout)["packages"] if p["name"] == "app-two"))
     _imports_compile_nothing(tree, "app_two,base_lib.part_000")
@@ -348,4 +353,4 @@ def test_a_damaged_stored_distribution_stops_the_push_before_any_upload(
         pushed = run("push", where, "app-one==1.0", "app-two==1.0", "--repo", repo, "--no-index", "-f", served.url,
                      "--plain-http", "--json")  # fmt: skip
         assert pushed.returncode == 0, pushed.stderr
-        assert len(tags(oci, "damaged")) == 4  # each tree's tag and its platform tag
+        assert len(tags(oci, "damaged")) == 6  # each tree's tag, its platform tag and its wheels' tag

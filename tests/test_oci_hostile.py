@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from certs import make_certificates
 from helpers import isolated_env, run
-from hostileregistry import HostileRegistry, digest, regular, tar_of
+from hostileregistry import HostileRegistry, canonical, digest, regular, tar_of
 from registry import free_port, registry
 from wheels import make_wheel
 
@@ -160,24 +160,71 @@ def test_a_lying_registry_is_refused(tmp_path: Path, hostile: HostileRegistry) -
     assert code == 1 and "timed out" in err and nothing_stored(tmp_path / "e"), err
 
 
-def test_a_lock_files_hashes_bind_a_pulled_image(tmp_path: Path, hostile: HostileRegistry) -> None:
-    wheel = make_wheel(tmp_path, "evil-pkg", "1.0")
-    lock = tmp_path / "requirements.txt"
-    lock.write_text(f"evil-pkg==1.0 --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}\n")
+def test_a_hashed_lock_takes_only_the_wheel_its_hash_names(tmp_path: Path, hostile: HostileRegistry) -> None:
+    """A hashed lock with --from fetches its wheels by their hashes, never the image's layers: a blob that is not
+    its digest is refused in one line; a wheel the registry lacks, with the index stopped, is one line naming it."""
+    import hashlib
+
     from repoinstall import Repo
     from repoinstall._lockfile.request import read
+    from repoinstall._oci.reference import Reference, wheels_tag
+    from repoinstall._oci.wheels import ARTIFACT_TYPE, TITLE, WHEEL
 
-    with Repo(tmp_path / "probe") as repo:
+    wheel = make_wheel(tmp_path, "evil-pkg", "1.0")
+    data = wheel.read_bytes()
+    blob = f"sha256:{hashlib.sha256(data).hexdigest()}"
+    lock = tmp_path / "requirements.txt"
+    lock.write_text(f"evil-pkg==1.0 --hash={blob}\n")
+    with Repo(tmp_path / "probe", pull_from=Reference.parse("127.0.0.1:9/probe")) as repo:
         requested = read(str(lock))
         assert not isinstance(requested, list)
         tid = repo.resolve(requested)
     assert tid is not None
     hostile.repository = "evil-lock"
-    hostile.image(tag_for(tid), ENV, [(tar_of(dist), NOTES)])  # its sha256 is not the lock's
-    done = run("ensure", "-r", lock, "--repo", tmp_path / "repo", "--from", f"{hostile.host}/evil-lock",
-               "--plain-http", "--no-index")  # fmt: skip
-    assert done.returncode == 1 and "does not name (by its artifact's sha256)" in done.stderr, done.stderr
-    assert nothing_stored(tmp_path / "repo")
+    image = hostile.image(tag_for(tid), ENV, [(tar_of(dist), NOTES)])  # layers a lock never fetches
+
+    def list_wheel(title: str) -> None:
+        listing = canonical({
+            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "artifactType": ARTIFACT_TYPE,
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": digest(b"{}"), "size": 2},
+            "layers": [{"mediaType": WHEEL, "digest": blob, "size": len(data), "annotations": {TITLE: title}}],
+            "annotations": {"org.repoinstall.env": ENV, "org.repoinstall.tree": tid.pin}})  # fmt: skip
+        hostile.manifests[digest(listing)] = (listing, "application/vnd.oci.image.manifest.v1+json")
+        hostile.head_digest[wheels_tag(tid)] = digest(listing)
+
+    list_wheel(wheel.name)
+    where = f"{hostile.host}/evil-lock"
+
+    def ensure(repo: str, *index: str) -> tuple[int, str]:
+        done = run("ensure", "-r", lock, "--repo", tmp_path / repo, "--from", where, "--plain-http",
+                   *(index or ("--index-url", STOPPED)))  # fmt: skip
+        return done.returncode, done.stderr
+
+    # Other bytes of the wheel's size at the wheel's digest: refused as they arrive, nothing stored (--no-index:
+    # the refusal is the answer; with an index, a warning and the index).
+    hostile.blobs[blob] = data[:-1] + bytes([data[-1] ^ 1])
+    hostile.asked.clear()
+    code, err = ensure("a", "--no-index")
+    assert code == 1 and "does not match its digest" in err and len(err.strip().splitlines()) == 1, err
+    assert nothing_stored(tmp_path / "a")
+    assert not {layer["digest"] for layer in image["layers"]} & {path.rsplit("/", 1)[1] for path in hostile.asked}
+    # The registry lacks the wheel (404), the index is stopped: one line naming the pin, nothing stored.
+    del hostile.blobs[blob]
+    code, err = ensure("b")
+    assert code == 1 and "evil-pkg==1.0" in err and "has no wheel of it" in err, err
+    assert len([line for line in err.splitlines() if "error:" in line]) == 1 and nothing_stored(tmp_path / "b"), err
+    # The genuine wheel under a title that is a path, or another project's: not taken (no file is named by it).
+    hostile.blobs[blob] = data
+    for title in ("../" + wheel.name, "other_pkg-1.0-py3-none-any.whl", "evil_pkg-1.0-py3-none-any\x1b[2J.whl"):
+        list_wheel(title)
+        code, err = ensure("c")
+        assert code == 1 and "has no wheel of it" in err and "\x1b" not in err, err
+        assert nothing_stored(tmp_path / "c")
+    list_wheel(wheel.name)  # and under its own: installed, wheel-verified
+    code, err = ensure("d")
+    assert code == 0, err
+    assert [leaf.name for leaf in (tmp_path / "d" / "store").glob("*/evil-pkg/*")] == [f"1-{blob[7:23]}"]
 
 
 def test_credentials_and_tls_as_users_have_them(tmp_path: Path) -> None:

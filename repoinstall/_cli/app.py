@@ -314,6 +314,7 @@ def _dry_run(specs: list[str] | None, requirement: list[str] | None, opts: Optio
 def _print_pushed(pushed: "list[Pushed]") -> None:
     for one in pushed:
         sent = f"{one.uploaded} of {one.layers} layers uploaded, {one.uploaded_bytes / 1e6:.1f} MB"
+        sent += f"; wheels: {one.wheels_uploaded} of {one.wheels} uploaded, {one.wheels_uploaded_bytes / 1e6:.1f} MB"
         typer.echo(f"{'pushed':<10} {one.tree}  {one.tag}  {one.reference}  ({sent})")
 
 

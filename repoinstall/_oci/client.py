@@ -99,8 +99,15 @@ class Registry:
     # ---- blobs ------------------------------------------------------------------------------------------------
 
     def has_blob(self, digest: str) -> bool:
-        status = self._call("HEAD", self._url("blobs", digest), ok=(200, 404)).status
-        return status == 200
+        return self.blob_size(digest) is not None
+
+    def blob_size(self, digest: str) -> int | None:
+        """The size the registry gives a blob it has (HEAD; ``-1`` if it says none), ``None`` if it has none."""
+        response = self._call("HEAD", self._url("blobs", digest), ok=(200, 404))
+        if response.status == 404:
+            return None
+        said = response.headers.get("content-length", "")
+        return int(said) if said.isdigit() else -1
 
     def push_blob(self, digest: str, size: int, path: str | None = None, data: bytes | None = None) -> bool:
         """Upload a blob unless the registry has it (HEAD first); whether it was uploaded."""
@@ -124,10 +131,11 @@ class Registry:
         self.uploaded_bytes += size
         return True
 
-    def fetch_blob(self, digest: str, size: int, out: str, what: str) -> None:
+    def fetch_blob(self, digest: str, size: int, out: str, what: str, *, missing_ok: bool = False) -> bool:
         """GET a blob into the new file ``out``: :class:`Refused` if ``size`` (as its manifest claims it) is
         past the layer bound, if more arrives than ``size``, or if its digest is not ``digest``; one line, and
-        nothing asked for, if ``out``'s filesystem has less room than ``size``."""
+        nothing asked for, if ``out``'s filesystem has less room than ``size``. ``missing_ok``: ``False`` (and no
+        file) if the registry has no such blob (404)."""
         if size > self.settings.max_layer_bytes:
             raise Refused(f"{what}: claims {size} bytes, more than {self.settings.max_layer_bytes} "
                           "(--registry-max-layer-bytes): refused")  # fmt: skip
@@ -137,20 +145,28 @@ class Registry:
             raise InstallError(f"{what}: claims {size} bytes, and {scratch} has {room} bytes free: not fetched")
         for attempt in range(1, _ATTEMPTS + 1):
             try:
-                self._fetch_blob_once(digest, size, out, what)
-                return
+                return self._fetch_blob_once(digest, size, out, what, missing_ok)
             except RegistryError as error:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(out)  # the next attempt starts over
                 if attempt == _ATTEMPTS or not getattr(error, "transient", False):
                     raise
             time.sleep(0.2 * attempt)
+        raise AssertionError("unreachable")
 
-    def _fetch_blob_once(self, digest: str, size: int, out: str, what: str) -> None:
+    def _fetch_blob_once(self, digest: str, size: int, out: str, what: str, missing_ok: bool) -> bool:
         """One GET of a blob into the new file ``out``. A 5xx or 429, or a connection dropped before the end of
         the body, is a transient :class:`RegistryError` (retried, as a manifest's GET is); a timeout or too slow
         is not (a slow registry stays slow), nor a whole answer that is not the blob (:class:`Refused`)."""
-        with self._stream("GET", self._url("blobs", digest)) as response, open(out, "xb") as handle:
+        ok = (200, 404) if missing_ok else (200,)
+        with self._stream("GET", self._url("blobs", digest), ok=ok) as response:
+            if response.status_code == 404:
+                return False
+            self._receive(response, digest, size, out, what)
+        return True
+
+    def _receive(self, response: httpx.Response, digest: str, size: int, out: str, what: str) -> None:
+        with open(out, "xb") as handle:
             sha = hashlib.sha256()
             count = 0
             pace = Pace(

@@ -128,25 +128,9 @@ class Source:
         distributions (what its root's requirements reach)."""
         from .._install.backends.run import Built
         from .._install.fill.compose import compose_stored
-        from .._install.fill.plan import plan
-        from .._install.locked import all_pins
 
+        # A lock's tree never comes here: it installs the lock's wheels instead (see .wheels.fill_locked).
         image = found.image
-        if requested.locked:
-            # A lock's own pins, and its own metapackage's: exactly the image's distributions, by artifact hash.
-            # What a layer's annotation says is a claim: this refuses an image that does not even claim the lock's
-            # artifacts; what is stored is named by each layer's diff_id all the same, never by the lock's hash.
-            planned = plan(tid.env, all_pins(tid, requested, staging.scratch_file)) or []
-            wanted = {dist for dist, _ in planned}
-            holds = {claim for layer in image.layers for claim in layer.claims}
-            for holder, claim in ((one, claim) for one in image.layers for claim in one.claims):
-                if claim not in wanted:
-                    raise Refused(f"{found.reference}: layer {holder.digest} holds {claim}, which "
-                                  f"{requested.text} does not name (by its artifact's sha256): refused")  # fmt: skip
-            if missing := sorted(wanted - holds):
-                raise Refused(
-                    f"{found.reference}: holds no layer of {missing[0]}, which {requested.text} names: refused"
-                )
         by_dist = {dist: layer for layer in image.layers for dist in layer.dists}
         budget = Budget(self.settings)  # what this image's layers may write, in all
 

@@ -95,6 +95,24 @@ def platform_tag(tid: TreeId) -> str:
     return found
 
 
+#: What a tree's wheels tag holds between its tree's tag and its platform (see :func:`wheels_tag`).
+WHEELS = ".wheels"
+
+
+def wheels_tag(tid: TreeId) -> str:
+    """The tag of the manifest that lists this environment's wheels of the tree (see :mod:`.wheels`):
+    ``<tag>.wheels--<platform>``, e.g. ``pandas-2.2.3-cp311-cp311.wheels--manylinux_2_36_x86_64``. Not below
+    :func:`platform_prefix` (a push lists those as the index's platforms), and never a :func:`tag_for` or a
+    :func:`platform_tag` (their tag part ends with an ABI, which holds no ``.``); within 128 characters."""
+    head, platform = platform_tag(tid).rsplit("--", 1)
+    room = _TAG_MAX - 2 - _PLATFORM_MAX - len(WHEELS)
+    if len(head) > room:
+        head = f"{head[: room - 17]}-{hashlib.sha256(head.encode()).hexdigest()[:16]}"
+    found = f"{head}{WHEELS}--{platform}"
+    assert TAG.match(found), found
+    return found
+
+
 def platform_prefix(tid: TreeId) -> str:
     """What every platform tag of ``tid``'s image starts with."""
     return platform_tag(tid).rsplit("--", 1)[0] + "--"

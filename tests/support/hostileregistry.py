@@ -60,6 +60,8 @@ class HostileRegistry:
         self.drop_once: set[str] = set()
         #: Every request's method and path, in order.
         self.requests: list[str] = []
+        #: Every path asked (HEAD or GET), in order: what a client fetched, and what it did not.
+        self.asked: list[str] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -77,6 +79,7 @@ class HostileRegistry:
                 time.sleep(server.delay)
                 prefix = f"/v2/{server.repository}/"
                 path = self.path.split("?")[0]
+                server.asked.append(path)
                 if path.startswith(prefix + "manifests/"):
                     name = path[len(prefix + "manifests/") :]
                     key = server.head_digest.get(name, name) if not name.startswith("sha256:") else name

@@ -51,6 +51,7 @@ class IndexServer:
         self.clients: Counter[tuple[str, str]] = Counter()
         self.slow_in_flight = 0  # slow page answers being held back right now
         self.pages: Counter[str] = Counter()  # project -> requests for its /simple/ page
+        self.requests = 0  # every request, of any path: a client that asked nothing leaves it at 0
         self.page_faults: list[str] = []
         self.always: str | None = None  # a fault for every page request
         self.slow_seconds = 3.0
@@ -70,6 +71,8 @@ class IndexServer:
                 return
 
             def do_GET(self) -> None:
+                with server._lock:
+                    server.requests += 1
                 name = self.path.strip("/").split("?")[0]
                 if name == "simple":
                     projects = sorted({p.name.split("-")[0].replace("_", "-") for p in server.directory.glob("*.whl")})
@@ -131,6 +134,8 @@ class IndexServer:
 
             def do_HEAD(self) -> None:
                 # uv asks first whether a wheel can be read in ranges. Not counted as a download.
+                with server._lock:
+                    server.requests += 1
                 path = server.directory / self.path.strip("/").split("?")[0]
                 if "/" in path.relative_to(server.directory).as_posix() or not path.is_file():
                     self.send_response(404)

@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from ... import _log
-from ..._disk.identity import TreeKind
+from ..._disk.identity import TreeKind, canonical_name
 from ..._disk.pin import Pin
 from ..._errors import InstallError
 from ..._options import InstallOptions
@@ -111,11 +111,14 @@ def build(
     composed, restored = compose_stored(layout, locks, list(pins), target, scratch, restore, str(tid))
     if composed.copied:
         _log.logger().info("%s: %d files copied where the filesystem refused hard links", tid, composed.copied)
-    # Its record names every distribution's artifact, stored now or before: the pins say them all.
+    # Its record names every distribution's artifact, stored now or before: the pins say them all (where a pin
+    # names no URL, a hashed requirement's, the URL its installer run reported taking that very file from).
     every = artifacts_of([pin for _, pin in planned])
     if built is None:
         chosen = backend(options.installer)
         return _Built(chosen.name, chosen.version(), every), len(installed) + restored
+    reported = {(canonical_name(a.name), a.sha256): a.url for a in built.artifacts if a.sha256 and a.url}
+    every = tuple(a if a.url else a._replace(url=reported.get((a.name, a.sha256), "")) for a in every)
     return built._replace(artifacts=every), len(installed) + restored
 
 
