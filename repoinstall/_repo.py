@@ -5,6 +5,7 @@ the plans of :mod:`repoinstall._ensuring` decide (on worker threads, or awaited)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -135,6 +136,37 @@ class Repo:
             self._source.close()
         self._chooser.close()
         self._layout.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` for asyncio: waits for the installs in flight (a cancelled task's too) to end without
+        blocking the loop, on a thread of its own (not one of the pools it shuts down). Cancelled, it stops
+        waiting; the close goes on."""
+        await self._aclose(interrupted=False)
+
+    async def _aclose(self, *, interrupted: bool) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        closed: asyncio.Future[None] = loop.create_future()
+
+        def closing() -> None:
+            outcome: BaseException | None = None
+            try:
+                self._close(interrupted=interrupted)
+            except BaseException as error:  # handed to the loop, which raises it in the awaiting task
+                outcome = error
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle, closed, outcome)
+
+        threading.Thread(target=closing, name="repoinstall-close", daemon=True).start()
+        await closed
+
+    async def __aenter__(self) -> Repo:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        # As __exit__: a cancellation or an interrupt drops the installs not started yet.
+        await self._aclose(interrupted=kind is not None and not issubclass(kind, Exception))
 
     def __enter__(self) -> Repo:
         return self
@@ -646,6 +678,15 @@ def _advance(plan: Flow[T], results: list[Any] | None) -> list[Callable[[], Any]
         return next(plan) if results is None else plan.send(results)
     except StopIteration as done:
         return _Done(done.value)
+
+
+def _settle(future: asyncio.Future[None], outcome: BaseException | None) -> None:
+    if future.done():
+        return  # its waiter was cancelled
+    if outcome is None:
+        future.set_result(None)
+    else:
+        future.set_exception(outcome)
 
 
 def _raise(choice: Choice) -> TreeId | None:

@@ -197,31 +197,42 @@ def test_a_lock_held_by_another_process_is_waited_for_off_the_loop(
 # ---- cancelling --------------------------------------------------------------------------------------------------
 
 
-def test_a_cancelled_aensure_lets_its_install_finish_and_release_the_lock(tmp_path: Path, index: IndexServer) -> None:
+def test_a_cancelled_aensure_lets_its_install_finish_and_release_the_lock(
+    tmp_path: Path, index: IndexServer, gate: LoopGate
+) -> None:
     # Cancelling ends the task's wait at once; the install it started publishes whole, then its lock is released.
+    # Leaving ``async with`` waits for it without blocking the loop: its download goes on only once the loop ticked.
     repo = tmp_path / "repo"
     locked = hashed_requirements(tmp_path, index, "slow-pkg==1.0")
     let_go = threading.Event()
-    index.holds["slow_pkg"] = let_go
+    stalled: list[str] = []
 
-    async def scenario(r: Repo) -> None:
-        task = asyncio.create_task(r.aensure_lock(str(locked)))
-        while not index.downloading("slow_pkg"):
-            await asyncio.sleep(0.01)  # the installer is downloading, under the tree's lock
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert [info.held for info in r.locks()] == [True]  # the install goes on, under its lock
-        let_go.set()
+    def download(name: str) -> None:
+        if not let_go.wait(WATCHDOG):
+            stalled.append(name)
 
-    with make_repo(repo, index) as r:
-        asyncio.run(scenario(r))
-    # Repo.close() waited for the install: published whole, lock released, no staging left.
+    index.before_download = download
+
+    async def scenario() -> None:
+        async with make_repo(repo, index) as r:
+            task = asyncio.create_task(r.aensure_lock(str(locked)))
+            while not index.downloading("slow_pkg"):
+                await asyncio.sleep(0.01)  # the installer is downloading, under the tree's lock
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert [info.held for info in await asyncio.to_thread(r.locks)] == [True]  # the install goes on
+            gate.set_after_ticks(let_go)
+
+    asyncio.run(ticking(gate, scenario()))
+    assert not stalled, "leaving `async with` blocked the loop"
+    # Published whole, lock released, no staging left.
     no_lock_held(repo, index)
     with make_repo(repo, index) as r:
         assert r.ensure_lock(str(locked)).action == "present"
         assert [report.ok for report in r.verify()] == [True]
     assert index.downloads("slow_pkg") == 1
+    gate.check()
 
 
 def test_a_cancelled_aensure_all_stops_its_install_and_releases_the_lock(tmp_path: Path, index: IndexServer) -> None:
