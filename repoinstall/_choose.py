@@ -112,7 +112,10 @@ class Chooser:
         """:meth:`choose` from the event loop: what the repo says (a walk of its records) through ``offload``, off the
         loop; the index asked with ``httpx.AsyncClient`` (its cache, on the volume, read and written off the loop
         too)."""
-        offline = await offload(partial(self.offline_all, specs))
+        return await self.aanswered(await offload(partial(self.offline_all, specs)), offload)
+
+    async def aanswered(self, offline: list[Offline], offload: Offload) -> list[Choice]:
+        """:meth:`achoose` once the repo has said what it says: the index asked for those it could not settle."""
         asking = [one.requested for one in offline if one.ask_index]
         answers: list[Version | ResolutionError] = []
         if asking:

@@ -14,7 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
 from . import _log
-from ._choose import Choice, Chooser
+from ._choose import Choice, Chooser, Offline
 from ._disk.identity import TreeId, environment_tag
 from ._disk.layout import Layout, default_repo
 from ._ensuring import Ensurer, Flow, bad_input_raised, gathered
@@ -305,8 +305,21 @@ class Repo:
         ensures and the repo never see it cut short. :meth:`close` waits for it. (:meth:`aensure_all` cancelled
         stops its installs instead.)
         """
-        (one,), (tid,) = await self._achosen([requested])
-        return await self._aensure(one, _raise(tid))
+        one, offline, settled = await self._off_loop(partial(self._front, requested))
+        if settled is not None:
+            return settled  # the warm path: one trip to a look-up thread
+        if offline.ask_index:
+            (tid,) = await self._chooser.aanswered([offline], self._off_loop)
+            return await self._aensure(one, _raise(tid))
+        assert offline.tid is not None  # settled otherwise
+        return await self._ainstall(one, offline.tid)
+
+    def _front(self, requested: Requested | str) -> tuple[Requested, Offline, EnsureResult | None]:
+        """What :meth:`aensure` needs before it may await: the spec parsed (a lock's pins resolved), what the repo
+        says of it, and its result where it needs neither the index nor an install: the warm path, in one go."""
+        one = self._parsed(requested)
+        offline = self._chooser.offline(one)
+        return one, offline, None if offline.ask_index else self._ensurer.settle(one, offline.tid)
 
     @overload
     async def aensure_all(
@@ -349,11 +362,15 @@ class Repo:
         return result
 
     async def _aensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
+        if (settled := await self._off_loop(partial(self._ensurer.settle, requested, tid))) is not None:
+            return settled  # the lock-free check, on a look-up thread (on NFS an open may hang)
+        assert tid is not None  # settled otherwise
+        return await self._ainstall(requested, tid)
+
+    async def _ainstall(self, requested: Requested, tid: TreeId) -> EnsureResult:
+        """The install of a tree the lock-free check found missing, on the repo's install threads, awaited."""
         import asyncio
 
-        if (settled := await self._off_loop(partial(self._ensurer.settle, requested, tid))) is not None:
-            return settled  # the warm path: the lock-free check, on a look-up thread (on NFS an open may hang)
-        assert tid is not None  # settled otherwise
         loop = asyncio.get_running_loop()
         key = (id(loop), tid)
         # No await between this look-up and the insert below, so tasks of one loop cannot both start a job; threads
