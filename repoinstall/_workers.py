@@ -158,9 +158,10 @@ class Packages(NamedTuple):
         return ", ".join([*self.specs, *self.files]) or "nothing"
 
 
-#: The threads engines' ensures run on (made on first use, under the guard): a few at once per process (each installs
-#: up to ``jobs`` trees); more wait their turn.
-_ENGINE_THREADS = 4
+#: The threads engines' ensures run on (the pool made on first use, under the guard; a thread only when no idle one is
+#: there): as many at once as a default executor would run, so a warm ensure seldom queues behind installs waiting
+#: for peers' locks.
+_ENGINE_THREADS = 32
 _engine_pool: ThreadPoolExecutor | None = None
 _engine_guard = threading.Lock()
 
