@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import _log
@@ -24,6 +25,7 @@ from ._requirements import Requested, parse_spec
 if TYPE_CHECKING:
     from packaging.version import Version
 
+    from ._index.http import Offload
     from ._index.resolve import Resolver
     from ._options import InstallOptions, LockSettings
 
@@ -111,17 +113,23 @@ class Chooser:
         answers = (self._resolver or self._make_resolver()).resolve(asking) if asking else []
         return self._settle(offline, answers)
 
-    async def achoose(self, specs: Iterable[Requested]) -> list[Choice]:
-        """:meth:`choose` on the event loop: the index is asked with ``httpx.AsyncClient``."""
-        import asyncio
+    async def achoose(self, specs: Sequence[Requested], offload: Offload) -> list[Choice]:
+        """:meth:`choose` from the event loop: what the repo says (a walk of its records) through ``offload``, off the
+        loop; the index asked with ``httpx.AsyncClient`` (its cache, on the volume, read and written off the loop
+        too)."""
+        return await self.aanswered(await offload(partial(self.offline_all, specs)), offload)
 
-        offline = [self.offline(spec) for spec in specs]
+    async def aanswered(self, offline: list[Offline], offload: Offload) -> list[Choice]:
+        """:meth:`achoose` once the repo has said what it says: the index asked for those it could not settle."""
         asking = [one.requested for one in offline if one.ask_index]
         answers: list[Version | ResolutionError] = []
         if asking:
-            resolver = self._resolver if self._resolver is not None else await asyncio.to_thread(self._make_resolver)
-            answers = await resolver.aresolve(asking)
+            resolver = self._resolver if self._resolver is not None else await offload(self._make_resolver)
+            answers = await resolver.aresolve(asking, offload)
         return self._settle(offline, answers)
+
+    def offline_all(self, specs: Iterable[Requested]) -> list[Offline]:
+        return [self.offline(spec) for spec in specs]
 
     def offline(self, requested: Requested | str) -> Offline:
         """What the repo alone says about a spec, with no network."""

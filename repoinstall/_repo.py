@@ -5,15 +5,16 @@ the plans of :mod:`repoinstall._ensuring` decide (on worker threads, or awaited)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
 from . import _log
-from ._choose import Choice, Chooser
+from ._choose import Choice, Chooser, Offline
 from ._disk.identity import TreeId, environment_tag
 from ._disk.layout import Layout, default_repo
 from ._ensuring import Ensurer, Flow, bad_input_raised, gathered
@@ -98,9 +99,14 @@ class Repo:
             index_ttl=index_ttl,
             look_up_artifacts=pull_from is None,
         )
-        #: Guards the lazily made thread pool: threads may ask for it first at once.
+        #: Guards the lazily made thread pools: threads may ask for them first at once.
         self._lazy_guard = threading.Lock()
+        #: The async API's installs (``aensure``), and everything else it does that blocks (parsing lock files,
+        #: finding a lock's artifacts, walking records, the lock-free check, the index cache): the repo's own
+        #: threads, never the loop's default executor, which a Ray or Dask worker needs for its own work. Two
+        #: pools, so a check of a tree that is there never queues behind installs waiting for peers' locks.
         self._pool: ThreadPoolExecutor | None = None
+        self._lookup_pool: ThreadPoolExecutor | None = None
         #: (event loop, tree) -> the install job tasks of that loop share.
         self._async_jobs: dict[tuple[int, TreeId], asyncio.Future[EnsureResult]] = {}
         #: An interrupted batch's workers outlived STOP_GRACE: they may still use the repo's descriptors.
@@ -124,9 +130,11 @@ class Repo:
         self._close(interrupted=False)
 
     def _close(self, *, interrupted: bool) -> None:
-        if self._pool is not None:
-            # Installs in flight finish (or fail) before the repo fd closes; on an interrupt, queued ones never start.
-            self._pool.shutdown(wait=True, cancel_futures=interrupted)
+        for pool in (self._pool, self._lookup_pool):
+            if pool is not None:
+                # Installs and look-ups in flight finish (or fail) before the repo fd closes (a cancelled task's
+                # too); on an interrupt, queued ones never start.
+                pool.shutdown(wait=True, cancel_futures=interrupted)
         if self._left_running:
             # Interrupted installs still cleaning up past STOP_GRACE may use these descriptors: closed, their
             # numbers could be reused under them. The process is going down; it closes them.
@@ -135,6 +143,37 @@ class Repo:
             self._source.close()
         self._chooser.close()
         self._layout.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` for asyncio: waits for the installs in flight (a cancelled task's too) to end without
+        blocking the loop, on a thread of its own (not one of the pools it shuts down). Cancelled, it stops
+        waiting; the close goes on."""
+        await self._aclose(interrupted=False)
+
+    async def _aclose(self, *, interrupted: bool) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        closed: asyncio.Future[None] = loop.create_future()
+
+        def closing() -> None:
+            outcome: BaseException | None = None
+            try:
+                self._close(interrupted=interrupted)
+            except BaseException as error:  # handed to the loop, which raises it in the awaiting task
+                outcome = error
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle, closed, outcome)
+
+        threading.Thread(target=closing, name="repoinstall-close", daemon=True).start()
+        await closed
+
+    async def __aenter__(self) -> Repo:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        # As __exit__: a cancellation or an interrupt drops the installs not started yet.
+        await self._aclose(interrupted=kind is not None and not issubclass(kind, Exception))
 
     def __enter__(self) -> Repo:
         return self
@@ -158,8 +197,19 @@ class Repo:
         return _raise(self._chooser.choose([self._parsed(requested)])[0])
 
     async def aresolve(self, requested: Requested | str) -> TreeId | None:
-        """:meth:`resolve` on the event loop: the index is asked with ``httpx.AsyncClient``."""
-        return _raise((await self._chooser.achoose([self._parsed(requested)]))[0])
+        """:meth:`resolve` for asyncio: the index is asked with ``httpx.AsyncClient``, and everything that blocks
+        (a lock's artifacts found, the repo's records walked, the index cache) runs on the repo's own threads."""
+        return _raise((await self._achosen([requested]))[1][0])
+
+    async def _achosen(self, specs: Iterable[Requested | str]) -> tuple[list[Requested], list[Choice]]:
+        """:meth:`_parsed` and :meth:`Chooser.choose` for asyncio: the specs parsed and pinned off the loop (finding
+        a hashed lock's artifacts asks the index: the same code as the sync path's, on the repo's threads), then
+        chosen from the loop."""
+        requested = await self._off_loop(partial(self._all_parsed, specs))
+        return requested, await self._chooser.achoose(requested, self._off_loop)
+
+    def _all_parsed(self, specs: Iterable[Requested | str]) -> list[Requested]:
+        return [self._parsed(s) for s in specs]
 
     # ---- ensuring: the plans are the Ensurer's; these only run their work (threads, or awaited) -------------
 
@@ -246,19 +296,37 @@ class Repo:
         return self.ensure(_lock_request(path, self._install_options))
 
     async def aensure_lock(self, path: str) -> EnsureResult:
-        """:meth:`ensure_lock` for asyncio (the file is read on the loop: small, and cached while unchanged)."""
-        return await self.aensure(_lock_request(path, self._install_options))
+        """:meth:`ensure_lock` for asyncio: the file read and its artifacts found on the repo's own threads, as
+        :meth:`aensure` runs the rest. Cancelling it: as :meth:`aensure`."""
+        return await self.aensure(await self._off_loop(partial(_lock_request, path, self._install_options)))
 
     async def aensure(self, requested: Requested | str) -> EnsureResult:
-        """:meth:`ensure` for asyncio. The lock-free check runs on the loop (a few small opens); resolution
-        uses ``httpx.AsyncClient``; an install, with its lock waits, runs on a worker thread.
+        """:meth:`ensure` for asyncio. Nothing that blocks runs on the event loop: the index is asked with
+        ``httpx.AsyncClient``; the rest (a lock's artifacts found, the repo's records walked, the lock-free check
+        of a tree that is there, an install and its lock waits) runs on the repo's own threads, never the loop's
+        default executor. Tasks asking for the same tree share one install, and so do threads using the sync API.
 
-        Tasks asking for the same tree share one install, and so do threads using the sync API. Cancelling
-        a task only stops it waiting: the install it started goes on to its end (published whole, or cleaned
-        up), so other tasks waiting for it, and the repo, never see it cut short.
+        Cancelling the awaiting task ends its wait at once (``CancelledError``). An install it started goes on, on
+        its thread, to its end: published whole (the rename into place is its commit point), or failed and cleaned
+        up, its staging dir removed; either way its lock is released then, so other tasks waiting for it, later
+        ensures and the repo never see it cut short. :meth:`close` waits for it. (:meth:`aensure_all` cancelled
+        stops its installs instead.)
         """
-        requested = self._parsed(requested)
-        return await self._aensure(requested, _raise((await self._chooser.achoose([requested]))[0]))
+        one, offline, settled = await self._off_loop(partial(self._front, requested))
+        if settled is not None:
+            return settled  # the warm path: one trip to a look-up thread
+        if offline.ask_index:
+            (tid,) = await self._chooser.aanswered([offline], self._off_loop)
+            return await self._aensure(one, _raise(tid))
+        assert offline.tid is not None  # settled otherwise
+        return await self._ainstall(one, offline.tid)
+
+    def _front(self, requested: Requested | str) -> tuple[Requested, Offline, EnsureResult | None]:
+        """What :meth:`aensure` needs before it may await: the spec parsed (a lock's pins resolved), what the repo
+        says of it, and its result where it needs neither the index nor an install: the warm path, in one go."""
+        one = self._parsed(requested)
+        offline = self._chooser.offline(one)
+        return one, offline, None if offline.ask_index else self._ensurer.settle(one, offline.tid)
 
     @overload
     async def aensure_all(
@@ -273,39 +341,43 @@ class Repo:
     async def aensure_all(
         self, specs: Iterable[Requested | str], *, return_exceptions: bool = False
     ) -> list[EnsureResult] | list[EnsureResult | RepoinstallError]:
-        """:meth:`ensure_all` for asyncio: resolved together, then installed concurrently (``jobs`` threads).
+        """:meth:`ensure_all` for asyncio: resolved together, then installed concurrently (``jobs`` threads); as
+        in :meth:`aensure`, nothing that blocks runs on the event loop.
 
         Cancelling the task that awaits it stops the batch as an interrupt stops :meth:`ensure_all`: specs not
         started are dropped and its installers killed, their staging dirs removed and locks released, before the
         cancellation propagates. (An install another caller shares goes on for that caller.)"""
-        requested = [self._parsed(s) for s in specs]
-        plan = self._ensurer.batch(requested, bad_input_raised(await self._chooser.achoose(requested)))
+        requested, chosen = await self._achosen(specs)
+        plan = self._ensurer.batch(requested, bad_input_raised(chosen))
         return gathered(await self._arun(plan), return_exceptions)
 
     async def _arun(self, plan: Flow[T]) -> T:
-        """:meth:`_run` for asyncio: each step's work on the same worker threads, awaited."""
+        """:meth:`_run` for asyncio: each step's work on the same worker threads, awaited; the plan's own code
+        between them (the lock-free checks, the results) on the repo's look-up threads."""
         from ._batch import Batch
 
-        try:
-            work = next(plan)
-            while True:
-                batch = Batch(work, self.jobs)
-                try:
-                    results = await batch.arun()
-                except BaseException:
-                    self._left_running = self._left_running or batch.alive()
-                    raise
-                work = plan.send(results)
-        except StopIteration as done:
-            result: T = done.value
-            return result
+        work = await self._off_loop(partial(_advance, plan, None))
+        while not isinstance(work, _Done):
+            batch = Batch(work, self.jobs)
+            try:
+                results = await batch.arun()
+            except BaseException:
+                self._left_running = self._left_running or batch.alive()
+                raise
+            work = await self._off_loop(partial(_advance, plan, results))
+        result: T = work.value
+        return result
 
     async def _aensure(self, requested: Requested, tid: TreeId | None) -> EnsureResult:
+        if (settled := await self._off_loop(partial(self._ensurer.settle, requested, tid))) is not None:
+            return settled  # the lock-free check, on a look-up thread (on NFS an open may hang)
+        assert tid is not None  # settled otherwise
+        return await self._ainstall(requested, tid)
+
+    async def _ainstall(self, requested: Requested, tid: TreeId) -> EnsureResult:
+        """The install of a tree the lock-free check found missing, on the repo's install threads, awaited."""
         import asyncio
 
-        if (settled := self._ensurer.settle(requested, tid)) is not None:
-            return settled  # the warm path: on the loop
-        assert tid is not None  # settled otherwise
         loop = asyncio.get_running_loop()
         key = (id(loop), tid)
         # No await between this look-up and the insert below, so tasks of one loop cannot both start a job; threads
@@ -379,6 +451,19 @@ class Repo:
 
                 self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="repoinstall")
             return self._pool
+
+    def _off_loop(self, call: Callable[[], R]) -> Awaitable[R]:
+        """``call()`` on the repo's look-up threads, awaited (an :class:`~repoinstall._index.http.Offload`).
+        Cancelling the awaiting task cancels a call not yet started; a started one runs to its end, unawaited."""
+        import asyncio
+
+        with self._lazy_guard:
+            if self._lookup_pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._lookup_pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="repoinstall-lookup")
+            pool = self._lookup_pool
+        return asyncio.wrap_future(pool.submit(call))
 
     # ---- using trees ----------------------------------------------------------------------------------------
 
@@ -617,6 +702,29 @@ def _lock_request(path: str, install: InstallOptions | None) -> Requested:
     found = read(path, require_hashes=True, install=install or InstallOptions())
     assert not isinstance(found, list)  # with require_hashes: a lock, or an error saying why not
     return found
+
+
+class _Done(NamedTuple, Generic[T]):
+    """A plan's value: handed back through a future, where a ``StopIteration`` may not go."""
+
+    value: T
+
+
+def _advance(plan: Flow[T], results: list[Any] | None) -> list[Callable[[], Any]] | _Done[T]:
+    """The plan's next work, or its value: one stretch of its own code, between two steps."""
+    try:
+        return next(plan) if results is None else plan.send(results)
+    except StopIteration as done:
+        return _Done(done.value)
+
+
+def _settle(future: asyncio.Future[None], outcome: BaseException | None) -> None:
+    if future.done():
+        return  # its waiter was cancelled
+    if outcome is None:
+        future.set_result(None)
+    else:
+        future.set_exception(outcome)
 
 
 def _raise(choice: Choice) -> TreeId | None:

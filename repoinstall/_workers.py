@@ -15,15 +15,22 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ._errors import InvalidInput, RepoinstallError
 from ._options import InstallOptions, LockSettings
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from ._requirements import Requested
     from ._results import Event
+
+
+T = TypeVar("T")
 
 
 def _repo_options() -> dict[str, inspect.Parameter]:
@@ -138,9 +145,42 @@ class Packages(NamedTuple):
         check_together(labelled)
         return [path for _, path in labelled]
 
+    async def aensure(self, on_event: Callable[[Event], None] | None = None) -> list[str]:
+        """:meth:`ensure` for an engine's event loop (a Ray runtime-env agent's, a Dask worker's): the same code, run
+        on repoinstall's own threads, never the loop's default executor (the engine's own work uses that, and an
+        ensure may wait minutes for a peer's install). Cancelling the awaiting task ends its wait at once; the
+        ensure goes on to its end on its thread, as :meth:`Repo.aensure`'s install does, so no tree is left half
+        made and every lock it took is released."""
+        return await off_loop(partial(self.ensure, on_event))
+
     def describe(self) -> str:
         """A short label for logs: the specs and files asked for."""
         return ", ".join([*self.specs, *self.files]) or "nothing"
+
+
+#: The threads engines' ensures run on (the pool made on first use, under the guard; a thread only when no idle one is
+#: there): as many at once as a default executor would run, so a warm ensure seldom queues behind installs waiting
+#: for peers' locks.
+_ENGINE_THREADS = 32
+_engine_pool: ThreadPoolExecutor | None = None
+_engine_guard = threading.Lock()
+
+
+def off_loop(call: Callable[[], T]) -> Awaitable[T]:
+    """``call()`` on repoinstall's engine threads, awaited from the running loop (see :meth:`Packages.aensure`)."""
+    import asyncio
+
+    return asyncio.wrap_future(_engine_threads().submit(call))
+
+
+def _engine_threads() -> ThreadPoolExecutor:
+    global _engine_pool
+    with _engine_guard:
+        if _engine_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _engine_pool = ThreadPoolExecutor(max_workers=_ENGINE_THREADS, thread_name_prefix="repoinstall-engine")
+        return _engine_pool
 
 
 def put_first(paths: Iterable[str]) -> list[str]:

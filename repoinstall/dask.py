@@ -29,11 +29,11 @@ per-host semaphore is needed: the repo's per-tree locks keep each install to one
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import os
 from collections.abc import Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -41,7 +41,7 @@ from distributed.core import Status
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from ._options import InstallOptions
-from ._workers import Packages, one_line, put_first
+from ._workers import Packages, off_loop, one_line, put_first
 
 if TYPE_CHECKING:
     from distributed import Worker
@@ -91,8 +91,9 @@ class RepoInstall(WorkerPlugin):
         try:
             # Many workers may run this at once, in one process or many hosts: each tree is still installed
             # once, because Packages.ensure takes the repo's per-tree lock and re-checks under it.
-            paths = await asyncio.to_thread(self.packages.ensure)
-            put_first(paths)  # sys.path is per process; put_first edits it under activation's lock
+            # On repoinstall's threads, not the worker's loop nor its default executor: the ensure, and put_first's
+            # look into each tree (sys.path is per process; put_first edits it under activation's lock).
+            paths = await off_loop(partial(_ensured_first, self.packages))
         except Exception as error:
             line = one_line(error)
             logger.error("repoinstall: closing worker %s: %s", worker.address, error)  # all of it: pip's tail too
@@ -106,6 +107,12 @@ class RepoInstall(WorkerPlugin):
         self.paths = paths
         logger.info("repoinstall: %s: activated %s", self.packages.describe(), ", ".join(paths))
         worker.log_event(EVENT_TOPIC, {"worker": worker.address, "plugin": self.name, "paths": paths})
+
+
+def _ensured_first(packages: Packages) -> list[str]:
+    paths = packages.ensure()
+    put_first(paths)
+    return paths
 
 
 async def _leave(worker: Worker, reason: str) -> None:

@@ -26,7 +26,6 @@ Ray silently ignores a ``runtime_env`` key no plugin registered (the task then f
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -153,13 +152,12 @@ class RepoInstallPlugin(RuntimeEnvPlugin):
             # failure again, not the same installer run again.
             raise failed[1](failed[2]) from None
         logger.info("repoinstall: ensuring %s in %s", packages.describe(), packages.repo or "the default repo")
-        loop = asyncio.get_running_loop()
         try:
-            # Blocking work (locks, the installer run) off the agent's event loop, as Ray's pip plugin does. Each
-            # tree is installed at most once cluster-wide: Packages.ensure goes through the repo's per-tree lock
-            # and re-checks under it, so concurrent creates here (executor threads) and on other nodes' agents
-            # wait for the one install and then use its tree.
-            trees = await loop.run_in_executor(None, packages.ensure)
+            # Blocking work (locks, the installer run) off the agent's event loop, on repoinstall's own threads (the
+            # agent's default executor is its own). Each tree is installed at most once cluster-wide:
+            # Packages.ensure goes through the repo's per-tree lock and re-checks under it, so concurrent creates
+            # here and on other nodes' agents wait for the one install and then use its tree.
+            trees = await packages.aensure()
         except RepoinstallError as error:
             logger.error("repoinstall: %s", one_line(error))
             # The agent reports the traceback: keep it to Ray's frames and the error as the CLI prints it (its

@@ -3,7 +3,9 @@
 A plan is a generator that yields :class:`Get` (fetch this) or :class:`Pause` (sleep this long) and receives
 a :class:`Reply`; the sync driver runs it on ``httpx.Client``, the async one on ``httpx.AsyncClient``. So
 both resolve the same way, differing only where I/O happens, and a plan waiting for a peer's fetch (a
-``Pause`` loop) never blocks an event loop.
+``Pause`` loop) never blocks an event loop. The code between a plan's steps reads and writes the volume's cache
+(and lists a local find-links directory): the async driver runs it through an :class:`Offload`, on the caller's
+own threads, so nothing of it runs on the loop either.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import random
 import ssl
 import time
 import urllib.parse
-from collections.abc import Callable, Generator, Iterable
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from collections.abc import Awaitable, Callable, Generator, Iterable
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from .. import _log
 from .._errors import ResolutionError
@@ -60,6 +63,27 @@ class Reply(NamedTuple):
 
 Step = Get | Pause
 Plan = Generator[Step, "Reply | None", T]
+
+
+class Offload(Protocol):
+    """Runs a blocking call off the event loop, awaited: ``Repo`` passes its own thread pool's (never the loop's
+    default executor, which the application's own work uses)."""
+
+    def __call__(self, call: Callable[[], T], /) -> Awaitable[T]: ...
+
+
+class _Done(NamedTuple):
+    """A plan's value: returned through a future, where a ``StopIteration`` may not go."""
+
+    value: object
+
+
+def advance(plan: Generator[Step, Reply | None, object], reply: Reply | None) -> Step | _Done:
+    """The plan's next step, or its value: one stretch of its code between two steps."""
+    try:
+        return plan.send(reply)
+    except StopIteration as done:
+        return _Done(done.value)
 
 
 #: The longest Retry-After honoured: a server asking for more gets asked again after this many seconds.
@@ -136,19 +160,19 @@ def run(plan: Plan[T], client: Callable[[], httpx.Client]) -> T:
             reply = _fetch(client(), step)
 
 
-async def arun(plan: Plan[T], client: Callable[[], httpx.AsyncClient]) -> T:
-    """Drive ``plan`` on the running event loop; nothing in it waits on the loop."""
+async def arun(plan: Plan[T], client: Callable[[], Awaitable[httpx.AsyncClient]], offload: Offload) -> T:
+    """Drive ``plan`` from the running event loop: its requests and pauses awaited there, its code between them (the
+    volume's cache, local find-links directories) run through ``offload``, so nothing in it blocks the loop."""
     reply: Reply | None = None
     while True:
-        try:
-            step = plan.send(reply)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+        step = await offload(partial(advance, plan, reply))
+        if isinstance(step, _Done):
+            return step.value  # type: ignore[return-value]
         if isinstance(step, Pause):
             await asyncio.sleep(step.seconds)
             reply = None
         else:
-            reply = await _afetch(client(), step)
+            reply = await _afetch(await client(), step)
 
 
 def _fetch(client: httpx.Client, step: Get) -> Reply:
@@ -284,6 +308,13 @@ def make_auth(index_urls: Iterable[str]) -> httpx.Auth:
             yield request
 
     return _IndexAuth()
+
+
+def async_client(config: IndexConfig) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` for ``config``: made off the loop (its TLS context and ``.netrc`` are files read)."""
+    import httpx
+
+    return httpx.AsyncClient(**client_settings(config, asynchronous=True))  # type: ignore[arg-type]
 
 
 def client_settings(config: IndexConfig, *, asynchronous: bool = False) -> dict[str, object]:

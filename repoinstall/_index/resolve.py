@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import platform
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.specifiers import SpecifierSet
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from .._pipconfig import IndexConfig
     from .._requirements import Requested
     from .cache import IndexCache
+    from .http import Offload
     from .simple import Link
 
 #: How many versions in a row may turn out (from their wheel's metadata) to exclude this Python before we stop.
@@ -254,29 +256,32 @@ class Resolver:
         self._artifacts[(env, tuple(pins))] = tuple(found)
         return tuple(found)
 
-    async def aresolve(self, requested: Sequence[Requested]) -> list[Version | ResolutionError]:
-        """The same on the event loop, all specs at once."""
+    async def aresolve(self, requested: Sequence[Requested], offload: Offload) -> list[Version | ResolutionError]:
+        """The same from the event loop, all specs at once: the requests on an ``httpx.AsyncClient``, everything
+        else (the volume's cache, local find-links directories) through ``offload``, off the loop."""
         import asyncio
 
-        import httpx
+        target = await offload(this_interpreter)
+        # Made once, on first need, off the loop (TLS contexts and .netrc are files read); the gathered specs share it.
+        made: list[asyncio.Future[httpx.AsyncClient]] = []
 
-        target = await asyncio.to_thread(this_interpreter)
-        clients: list[httpx.AsyncClient] = []
-
-        def client() -> httpx.AsyncClient:
-            if not clients:
-                settings = _http.client_settings(self.config, asynchronous=True)
-                clients.append(httpx.AsyncClient(**settings))  # type: ignore[arg-type]
-            return clients[0]
+        def client() -> Awaitable[httpx.AsyncClient]:
+            if not made:
+                made.append(asyncio.ensure_future(offload(partial(_http.async_client, self.config))))
+            return made[0]
 
         async def one(requested: Requested) -> Version | ResolutionError:
             try:
-                return await _http.arun(resolve_plan(requested, self.config, self._cache, target), client)
+                plan = resolve_plan(requested, self.config, self._cache, target)
+                return await _http.arun(plan, client, offload)
             except ResolutionError as error:
                 return error
 
         try:
             return list(await asyncio.gather(*(one(r) for r in requested)))
         finally:
-            if clients:
-                await clients[0].aclose()
+            if made:
+                if made[0].done() and not made[0].cancelled() and made[0].exception() is None:
+                    await made[0].result().aclose()
+                else:
+                    made[0].cancel()

@@ -15,6 +15,7 @@ import ssl
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -42,6 +43,11 @@ class IndexServer:
         #: Wheel-name prefix -> an event the body waits for: a download held back until the test lets it go, as
         #: long as that takes (set every event, or ``stop``, before the clients give up).
         self.holds: dict[str, threading.Event] = {}
+        #: Called on the serving thread before a listing page (the find-links page, a project's /simple/ page) or a
+        #: download is answered, with the page's project ("" for the find-links page) or the file's name: a test
+        #: holds answers back until something it waits for happens (tests/test_async_loop.py: a loop ticking).
+        self.before_page: Callable[[str], None] | None = None
+        self.before_download: Callable[[str], None] | None = None
         self.started: Counter[str] = Counter()
         self.completed: Counter[str] = Counter()
         #: Downloads being sent right now, and the most there were at once.
@@ -83,6 +89,8 @@ class IndexServer:
                     self._project(name.removeprefix("simple/"))
                     return
                 if name == "":
+                    if server.before_page is not None:
+                        server.before_page("")
                     links = "".join(
                         f'<a href="/{html.escape(p.name)}{server.fragment(p)}"{server.core_metadata(p)}>'
                         f"{html.escape(p.name)}</a>\n"
@@ -125,6 +133,8 @@ class IndexServer:
                     for prefix, hold in server.holds.items():
                         if name.startswith(prefix):
                             hold.wait()
+                    if server.before_download is not None:
+                        server.before_download(name)
                     self._send(200, body, "application/octet-stream", ETag=etag, **{"Cache-Control": _IMMUTABLE})
                 finally:
                     with server._lock:
@@ -154,6 +164,8 @@ class IndexServer:
                     if not (self.headers.get("User-Agent") or "").startswith("pip/"):
                         server.pages[project] += 1
                     fault = server.page_faults.pop(0) if server.page_faults else server.always
+                if server.before_page is not None:
+                    server.before_page(project)
                 if fault == "429":  # too many requests: come back in one second
                     self._send(429, b"slow down\n", "text/plain", **{"Retry-After": "1"})
                     return
