@@ -117,7 +117,10 @@ def test_a_forged_annotation_never_becomes_the_wheels_bytes(
     assert hashed.returncode == 0, hashed.stderr
     tree = Path(json.loads(hashed.stdout)["packages"][0]["path"])
     assert b"PLANTED" not in (tree / "alpha" / "__init__.py").read_bytes()
-    assert run("verify", "--repo", repo).returncode == 0
+    verified = run("verify", "--repo", repo, "--json")
+    assert verified.returncode == 0, verified.stdout
+    kinds = {d["stored"]: d["provenance"] for d in json.loads(verified.stdout)["store"] if d["dist"] == "alpha==1.0"}
+    assert kinds == {layer: "registry", f"1-{wheel_sha[:16]}": "wheel"}
 
 
 def test_an_image_holds_exactly_its_trees_distributions(

@@ -14,6 +14,7 @@ from .._disk.layout import Layout
 from .._disk.things import Thing
 from .._store import audit as _audit
 from .._store import digests, strays
+from .._store.identity import is_layer_leaf
 from .._store.inventory import Stored, every, holders
 from .verify import BROKEN, CHANGED, MISSING, OK, UNPROVEN, UNREADABLE
 
@@ -50,6 +51,7 @@ class DistReport(NamedTuple):
             "extra": list(self.problems.extra),
             "trees": [t.pin for t in self.trees],
             "notes": list(self.notes),
+            "provenance": "registry" if is_layer_leaf(self.stored.leaf) else "wheel",
         }
 
     def __str__(self) -> str:
