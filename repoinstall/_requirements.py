@@ -243,6 +243,17 @@ INDEX_OPTIONS = {
 _SHORT_INDEX_OPTIONS = ("-i", "-f")
 
 
+def _check_url(url: str, source: str) -> None:
+    """A URL pip and uv would misread (a password's unencoded ``/``, say) refused when read, its password hidden."""
+    from ._errors import InvalidInput
+    from ._urls import check
+
+    try:
+        check(url, "index URL")
+    except InvalidInput as error:
+        raise RequirementsFileError(f"{source}: {error}") from None
+
+
 class _IndexLines:
     """A requirements file's index lines as pip applies them, one after another: ``--index-url`` replaces the
     list so far (the extra indexes read before it included), ``--extra-index-url`` and ``--find-links`` add,
@@ -273,6 +284,8 @@ class _IndexLines:
         if len(values) != 1 or not values[0]:
             raise RequirementsFileError(f"{source}: {option} takes exactly one {INDEX_OPTIONS[option]}")
         value = values[0]
+        if option != "--trusted-host" and (option not in ("-f", "--find-links") or "://" in value):
+            _check_url(value, source)
         if option in ("-i", "--index-url"):
             self.index_url, self.extra = value, []
         elif option == "--extra-index-url":
