@@ -315,3 +315,36 @@ def test_uv_export_of_a_packaged_project_is_refused_naming_the_flag_that_leaves_
     forget()
     lock = read_lock(str(tmp_path / "pylock.toml"))
     assert [p.name for p in lock.packages] == ["lk-dep"]
+
+
+def test_a_files_trusted_host_turns_tls_checks_off_only_where_allowed(tmp_path: Path, installer: str) -> None:
+    """An index over TLS whose certificate nobody trusts (its own authority): the file's --trusted-host line lets
+    repoinstall's resolution and pip or uv reach it, for a hashed file or a host the command line trusts."""
+    from certs import make_certificates
+
+    wheels = tmp_path / "tls-wheels"
+    wheels.mkdir()
+    wheel = make_wheel(wheels, "ix-tls", "1.0")
+    server = IndexServer(wheels, tls=make_certificates(tmp_path / "tls").server_context(require_client=False)).start()
+    env = {
+        k: v for k, v in isolated_env().items() if k not in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE")
+    }
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    try:
+        plain, trusting, hashed = tmp_path / "plain.txt", tmp_path / "trusting.txt", tmp_path / "hashed.txt"
+        plain.write_text(f"--index-url {server.simple}\nix-tls>=1\n")
+        trusting.write_text(f"--index-url {server.simple}\n--trusted-host 127.0.0.1\nix-tls>=1\n")
+        hashed.write_text(
+            f"--index-url {server.simple}\n--trusted-host 127.0.0.1\nix-tls==1.0 --hash=sha256:{digest}\n"
+        )
+        untrusted = _ensure(tmp_path / "r1", env, "-r", plain)
+        assert untrusted.returncode == 1 and "certificate is not trusted" in untrusted.stderr, untrusted.stderr
+        refused = _ensure(tmp_path / "r2", env, "-r", trusting)
+        assert refused.returncode == 2 and not (tmp_path / "r2").exists(), refused.stderr
+        allowed = _ensure(tmp_path / "r3", env, "-r", trusting, "--trusted-host", "127.0.0.1")
+        assert _installed(allowed) == [("ix-tls", "1.0")]
+        locked = _ensure(tmp_path / "r4", env, "-r", hashed)
+        assert locked.returncode == 0, locked.stderr
+        assert json.loads(locked.stdout)["packages"][0]["name"].startswith("locked-ix-tls-")
+    finally:
+        server.stop()
