@@ -98,10 +98,10 @@ class InstallOptions(NamedTuple):
     no_binary: tuple[str, ...] = ()
     only_binary: tuple[str, ...] = ()
     #: pip's ``--trusted-host``: hosts whose TLS certificate is not checked, added to pip's configuration's; a
-    #: requirements file's ``--trusted-host`` line is honoured for these (see :class:`FileIndex`).
+    #: requirements file's ``--trusted-host`` line is honoured for these.
     trusted_hosts: tuple[str, ...] = ()
     #: The index lines of the requirements file a tree was asked in, set by repoinstall for that tree's install
-    #: and resolution (see :func:`for_file`); ``None``: the run's settings alone.
+    #: and resolution, applied as pip applies them; ``None``: the run's settings alone.
     file_index: FileIndex | None = None
 
     def index_allowed(self) -> bool:
