@@ -208,6 +208,25 @@ def test_a_files_index_url_drops_pip_confs_extra_index_too(
     assert _installed(_ensure(repo, env, "-r", merged)) == [("ix-only-b", "1.0")]
 
 
+def test_pip_lock_and_repoinstall_read_a_files_index_url_alike(
+    tmp_path: Path, two_indexes: tuple[IndexServer, IndexServer]
+) -> None:
+    """pip lock (pip 26.3) resolves the same file, with the same pip.conf, to the version repoinstall chooses."""
+    a, b = two_indexes
+    env = _pip_conf(tmp_path, a.simple)
+    (tmp_path / "in.txt").write_text(f"--index-url {b.simple}\nix-shared>=1\n")
+    pip_lock = [sys.executable, "-m", "pip", "lock", "--no-cache-dir", "-r", "in.txt", "-o", "pylock.toml"]
+    done = subprocess.run(pip_lock, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    forget()
+    (locked,) = read_lock(str(tmp_path / "pylock.toml")).packages
+    assert (locked.name, locked.version) == ("ix-shared", "2.0") and (locked.url or "").startswith(b.url)
+    assert _installed(_ensure(tmp_path / "repo", env, "-r", tmp_path / "in.txt")) == [("ix-shared", "2.0")]
+    # And the lock pip wrote installs as its one tree, from B, whatever pip.conf names.
+    tree = _ensure(tmp_path / "repo", env, "-r", tmp_path / "pylock.toml")
+    assert tree.returncode == 0, tree.stderr
+
+
 def test_uv_pip_compile_emit_index_url_output_installs_from_its_index(
     tmp_path: Path, two_indexes: tuple[IndexServer, IndexServer], installer: str
 ) -> None:
