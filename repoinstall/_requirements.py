@@ -196,8 +196,8 @@ def read_requirements_file(path: str) -> list[Requested]:
     A nested ``-r`` file's requirements stand where its line does. Files including each other in a loop, or ``-r``
     files nested more than :data:`MAX_NESTING` deep, are one :class:`RequirementsFileError` line (exit 2). The
     index lines of the file and of the files it includes, in the order pip reads them, are each requirement's
-    ``index``: they apply to this file's trees only, wherever in it they stand (pip, too, reads them all before it
-    resolves)."""
+    ``file_index``: they apply to this file's trees only, wherever in it they stand (pip, too, reads them all
+    before it resolves)."""
     found: list[Requested] = []
     index_lines = _IndexLines()
     # One frame per open file: its path, its real path (for loops) and the lines still to read.
