@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from ._index.http import Offload
     from ._index.resolve import Resolver
-    from ._options import InstallOptions, LockSettings
+    from ._options import FileIndex, InstallOptions, LockSettings
 
 #: A spec's tree, ``None`` if its marker is false here, or why it has none (the index could not say, bad input).
 Choice = TreeId | RepoinstallError | None
@@ -68,12 +68,17 @@ class Chooser:
         #: wheels by their hashes, and a hashed lock with ``--from`` asks no index).
         self.look_up_artifacts = look_up_artifacts
         self._resolver: Resolver | None = None
-        #: Threads (--jobs) may ask for the resolver first at once: one resolver, one HTTP client, closed by close().
+        #: Resolvers for the specs of requirements files with index lines, one per distinct set of lines.
+        self._file_resolvers: dict[FileIndex, Resolver] = {}
+        #: Threads (--jobs) may ask for a resolver first at once: one resolver per index setting, one HTTP client
+        #: each, all closed by close().
         self._guard = threading.Lock()
 
     def close(self) -> None:
         if self._resolver is not None:
             self._resolver.close()
+        for resolver in self._file_resolvers.values():
+            resolver.close()
 
     def pinned(self, requested: Requested) -> Requested:
         """A lock's request as one resolved closure, named for what it holds (its names and the closure's digest:
@@ -95,23 +100,28 @@ class Chooser:
         given = requested.locked
         pins = given
         if self.look_up_artifacts and not all(pin.sha256 and pin.url for pin in pins):
-            pins = self._make_resolver().artifacts(pins, self._env) or pins
+            pins = self._make_resolver(requested.file_index).artifacts(pins, self._env) or pins
         key = closure_key(pins)
         # A tree an earlier release installed from this very file, or from its closure, keeps its name while it is
         # here: found, verified, exported and removed by the files that named it. One stat each where there is none.
         for former, its_pins in ((legacy_lock_name(closure_key(given)), given), (legacy_lock_name(key), pins)):
             tid = TreeId(self._env, former, Version("1"))
             if os.path.lexists(self._layout.tree_path(tid)) and present(self._layout, tid):
-                return request_of(its_pins, requested.text, requested.source, former)
+                former_request = request_of(its_pins, requested.text, requested.source, former)
+                return former_request._replace(file_index=requested.file_index)
         # Of the closure alone, so every pod names it alike whatever it can reach (one with its index down pulls
-        # the tree's image by that name).
-        return request_of(pins, requested.text, requested.source, lock_name(key, sorted(p.name for p in pins)))
+        # the tree's image by that name). Its file's index lines stay with it: its install asks those indexes.
+        named = lock_name(key, sorted(p.name for p in pins))
+        return request_of(pins, requested.text, requested.source, named)._replace(file_index=requested.file_index)
 
     def choose(self, specs: Iterable[Requested]) -> list[Choice]:
         offline = [self.offline(spec) for spec in specs]
         asking = [one.requested for one in offline if one.ask_index]
-        answers = (self._resolver or self._make_resolver()).resolve(asking) if asking else []
-        return self._settle(offline, answers)
+        answers: dict[int, Version | ResolutionError] = {}
+        for index, numbered in _by_index(asking).items():
+            resolver = self._make_resolver(index)
+            answers.update(zip((n for n, _ in numbered), resolver.resolve([r for _, r in numbered]), strict=True))
+        return self._settle(offline, [answers[n] for n in range(len(asking))])
 
     async def achoose(self, specs: Sequence[Requested], offload: Offload) -> list[Choice]:
         """:meth:`choose` from the event loop: what the repo says (a walk of its records) through ``offload``, off the
@@ -122,11 +132,12 @@ class Chooser:
     async def aanswered(self, offline: list[Offline], offload: Offload) -> list[Choice]:
         """:meth:`achoose` once the repo has said what it says: the index asked for those it could not settle."""
         asking = [one.requested for one in offline if one.ask_index]
-        answers: list[Version | ResolutionError] = []
-        if asking:
-            resolver = self._resolver if self._resolver is not None else await offload(self._make_resolver)
-            answers = await resolver.aresolve(asking, offload)
-        return self._settle(offline, answers)
+        answers: dict[int, Version | ResolutionError] = {}
+        for index, numbered in _by_index(asking).items():
+            resolver = await offload(partial(self._make_resolver, index))
+            found = await resolver.aresolve([r for _, r in numbered], offload)
+            answers.update(zip((n for n, _ in numbered), found, strict=True))
+        return self._settle(offline, [answers[n] for n in range(len(asking))])
 
     def offline_all(self, specs: Iterable[Requested]) -> list[Offline]:
         return [self.offline(spec) for spec in specs]
@@ -187,13 +198,29 @@ class Chooser:
             return installed
         return TreeId(self._env, requested.name, answer, requested.extras)
 
-    def _make_resolver(self) -> Resolver:
+    def _make_resolver(self, index: FileIndex | None = None) -> Resolver:
+        """The resolver for the run's index settings, or for those with a requirements file's lines ``index``."""
         from ._index.cache import IndexCache
         from ._index.resolve import Resolver
+        from ._options import for_file
         from ._pipconfig import index_config
 
         with self._guard:
+            if index is not None:
+                if (resolver := self._file_resolvers.get(index)) is None:
+                    cache = IndexCache(self._layout, self.index_ttl, self._settings)
+                    config = index_config(for_file(self._install, index), pre=self.pre)
+                    resolver = self._file_resolvers[index] = Resolver(config, cache)
+                return resolver
             if self._resolver is None:
                 cache = IndexCache(self._layout, self.index_ttl, self._settings)
                 self._resolver = Resolver(index_config(self._install, pre=self.pre), cache)
             return self._resolver
+
+
+def _by_index(asking: list[Requested]) -> dict[FileIndex | None, list[tuple[int, Requested]]]:
+    """The specs to ask an index about, numbered, grouped by their file's index lines (``None``: the run's)."""
+    groups: dict[FileIndex | None, list[tuple[int, Requested]]] = {}
+    for number, one in enumerate(asking):
+        groups.setdefault(one.file_index, []).append((number, one))
+    return groups

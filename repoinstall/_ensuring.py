@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ._install.protocol import Filler, Outcome
     from ._lock.locks import TreeLocks
     from ._oci.pull import Source
-    from ._options import InstallOptions, LockSettings
+    from ._options import FileIndex, InstallOptions, LockSettings
     from ._requirements import Requested
     from ._store.identity import DistId
 
@@ -127,15 +127,35 @@ class Ensurer:
         fails here is left to each tree's own install, which reports it."""
         from ._install.fill.batch import prefill
 
-        items = [(requested[i], tid) for i in missing if isinstance(tid := chosen[i], TreeId)]
+        every = [(requested[i], tid) for i in missing if isinstance(tid := chosen[i], TreeId)]
+        # One run per index setting: a requirements file's index lines apply to its own trees only.
+        groups: dict[FileIndex | None, list[tuple[Requested, TreeId]]] = {}
+        for one, tid in every:
+            groups.setdefault(one.file_index, []).append((one, tid))
+        found: dict[Choice, Prepared] = {}
+        for index, items in groups.items():
+            found.update(self._prefill_group(prefill, index, items))
+        return found
+
+    def _prefill_group(
+        self, prefill: Any, index: FileIndex | None, items: list[tuple[Requested, TreeId]]
+    ) -> dict[Choice, Prepared]:
+        """:meth:`prefill` for trees that share their index settings (``index``: their file's lines)."""
         if len(items) < 2:
             return {}  # one tree: its own protocol resolves and stores what it needs, under its own lock
+        from ._options import for_file
+
         prepared: dict[Choice, Prepared] = {}
         started = time.monotonic()
         try:
             with os_errors(self._layout.root, items[0][1]):
                 done = self._layout.retrying(
-                    prefill, self._layout, self.tree_locks(), self._install_options, items, self._newest
+                    prefill,
+                    self._layout,
+                    self.tree_locks(),
+                    for_file(self._install_options, index),
+                    items,
+                    partial(self._newest, index=index),
                 )
             seconds = time.monotonic() - started
             if done.closures:
@@ -173,18 +193,22 @@ class Ensurer:
         return {**prepared, **{tid: prepared.get(tid, NOTHING)._replace(look_up=True) for tid in unresolved}}
 
     def _newest(
-        self, specs: Sequence[Requested], known: Mapping[tuple[str, str], str | None]
+        self,
+        specs: Sequence[Requested],
+        known: Mapping[tuple[str, str], str | None],
+        *,
+        index: FileIndex | None = None,
     ) -> list[Version | ResolutionError]:
         """The newest version the index offers for each spec (as the chooser asks for a tree's own version);
         ``known``: the Requires-Python of files the batch stored, by name and version, not fetched again."""
-        return self._chooser._make_resolver().resolve(specs, known)
+        return self._chooser._make_resolver(index).resolve(specs, known)
 
     def capture(
         self, requested: Requested, tid: Choice, prepared: Prepared = NOTHING
     ) -> EnsureResult | RepoinstallError:
         """:meth:`ensure` for one tree of a batch: its error returned, for the batch's others to go on."""
         if prepared.look_up:
-            answer = self._chooser._make_resolver().resolve([requested])[0]
+            answer = self._chooser._make_resolver(requested.file_index).resolve([requested])[0]
             if isinstance(answer, NotOnIndex):
                 return answer  # every source's listing says so: no installer run would find it
         try:
@@ -234,6 +258,7 @@ class Ensurer:
         """The protocol for ``tid``; ``batch``: seconds a batch's run took to store its distributions first (the
         time reported for it includes them)."""
         from ._install.protocol import ensure_tree
+        from ._options import for_file
 
         self.emit(Event("start", str(tid)))
         started = time.monotonic()
@@ -244,7 +269,7 @@ class Ensurer:
                 ensure_tree,
                 self._layout,
                 self.tree_locks(),
-                self._install_options,
+                for_file(self._install_options, requested.file_index),  # its file's index lines, if any
                 requested,
                 tid,
                 resolved,
@@ -260,12 +285,13 @@ class Ensurer:
 
     def _from_registry(self, requested: Requested, tid: TreeId) -> Filler | None:
         """Step 5 from the tree's image where ``--from``'s registry has one (``None``: install as without it); for
-        a lock's tree, from the lock's wheels there (see :mod:`repoinstall._oci.wheels`)."""
+        a lock's tree, from the lock's wheels there (see :mod:`repoinstall._oci.wheels`). The options are those of
+        the file that asked for it (its index lines), if any."""
         from ._errors import SourceRefused
-        from ._options import InstallOptions
+        from ._options import InstallOptions, for_file
 
         assert self._source is not None
-        options = self._install_options or InstallOptions()
+        options = for_file(self._install_options, requested.file_index) or InstallOptions()
         if requested.locked:
             # A layer cannot be checked against a wheel's sha256: a hashed lock installs the wheels its hashes name
             # (fetched by digest), so what it stores is wheel-verified, never the image's layers.

@@ -70,6 +70,24 @@ class LockSettings(NamedTuple):
         return None
 
 
+class FileIndex(NamedTuple):
+    """A requirements file's index option lines (``--index-url``, ``--extra-index-url``, ``--find-links``,
+    ``--no-index``, ``--trusted-host``), applied over the run's index settings as pip applies them, to that file's
+    trees only (see :func:`repoinstall._pipconfig.index_config`). URLs may carry credentials: redact to show."""
+
+    #: The last ``--index-url``: it replaces every index the run has, pip's configuration's extra indexes included.
+    index_url: str | None = None
+    #: The ``--extra-index-url`` lines after it (pip drops those before it with the list it replaces): added.
+    extra_index_urls: tuple[str, ...] = ()
+    #: ``--find-links``, a relative one resolved against the file's directory where it exists there (as pip): added.
+    find_links: tuple[str, ...] = ()
+    #: ``--no-index``: no index at all, whatever the other lines say (find-links are still read).
+    no_index: bool = False
+    #: ``--trusted-host``: TLS certificates not checked for these hosts (honoured only when allowed: see
+    #: :func:`repoinstall._lockfile.request.read`).
+    trusted_hosts: tuple[str, ...] = ()
+
+
 class InstallOptions(NamedTuple):
     """Index and resolution options passed through to the installer unchanged.
 
@@ -92,10 +110,17 @@ class InstallOptions(NamedTuple):
     #: only-binary builds every project from source but that one.
     no_binary: tuple[str, ...] = ()
     only_binary: tuple[str, ...] = ()
+    #: pip's ``--trusted-host``: hosts whose TLS certificate is not checked, added to pip's configuration's; a
+    #: requirements file's ``--trusted-host`` line is honoured for these.
+    trusted_hosts: tuple[str, ...] = ()
+    #: The index lines of the requirements file a tree was asked in, set by repoinstall for that tree's install
+    #: and resolution, applied as pip applies them; ``None``: the run's settings alone.
+    file_index: FileIndex | None = None
 
     def index_allowed(self) -> bool:
         """Whether an installer may look anywhere for artifacts: not ``--no-index`` without ``--find-links``."""
-        return not self.no_index or bool(self.find_links)
+        lines = self.file_index or FileIndex()
+        return not (self.no_index or lines.no_index) or bool(self.find_links or lines.find_links)
 
     def validate(self) -> str | None:
         """A one-line reason these options cannot work, or ``None``: the same checks for the API and the CLI.
@@ -124,6 +149,13 @@ class InstallOptions(NamedTuple):
             except RequirementsFileError as error:
                 return str(error)
         return None
+
+
+def for_file(install: InstallOptions | None, index: FileIndex | None) -> InstallOptions | None:
+    """``install`` for a tree asked in a requirements file with index lines ``index`` (``None``: as they are)."""
+    if index is None:
+        return install
+    return (install or InstallOptions())._replace(file_index=index)
 
 
 def binary_values(values: tuple[str, ...]) -> tuple[str, ...]:

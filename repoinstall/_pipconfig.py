@@ -3,7 +3,10 @@
 pip's configuration is read by pip itself (``python -m pip config list``), so pip.conf files in every place
 pip looks, ``PIP_CONFIG_FILE`` and the ``PIP_*`` variables mean exactly what they mean to pip. Precedence is
 pip's too: a variable beats the ``[install]`` section, which beats ``[global]``; ``--index-url`` replaces,
-``--extra-index-url``, ``--find-links`` and ``--constraint`` add to what the configuration lists.
+``--extra-index-url``, ``--find-links`` and ``--constraint`` add to what the configuration lists. A requirements
+file's index lines (:class:`~repoinstall._options.FileIndex`) come last, as pip reads them after its options: its
+``--index-url`` replaces the whole list so far (the configuration's extra indexes included), its
+``--extra-index-url`` and ``--find-links`` add, its ``--no-index`` leaves no index.
 """
 
 from __future__ import annotations
@@ -59,8 +62,14 @@ def index_config(options: InstallOptions | None, *, pre: bool = False) -> IndexC
     no_index = options.no_index or _flag(pip.get("no-index"))
     primary = options.index_url or pip.get("index-url") or PYPI
     extras = [*pip.get("extra-index-url", "").split(), *options.extra_index_urls]
+    lines = options.file_index
+    if lines is not None and lines.index_url is not None:
+        primary, extras = lines.index_url, []
+    extras += lines.extra_index_urls if lines is not None else ()
+    no_index = no_index or (lines is not None and lines.no_index)
     indexes = () if no_index else tuple(dict.fromkeys([primary, *extras]))
-    find_links = tuple(dict.fromkeys([*pip.get("find-links", "").split(), *options.find_links]))
+    from_file = lines.find_links if lines is not None else ()
+    find_links = tuple(dict.fromkeys([*pip.get("find-links", "").split(), *options.find_links, *from_file]))
     check_sources(indexes, find_links)
     return IndexConfig(
         index_urls=indexes,
@@ -70,7 +79,15 @@ def index_config(options: InstallOptions | None, *, pre: bool = False) -> IndexC
         timeout=_number(pip.get("timeout") or pip.get("default-timeout"), PIP_TIMEOUT, positive=True),
         retries=int(_number(pip.get("retries"), PIP_RETRIES, positive=False)),
         cert=pip.get("cert") or None,
-        trusted_hosts=tuple(pip.get("trusted-host", "").split()),
+        trusted_hosts=tuple(
+            dict.fromkeys(
+                [
+                    *pip.get("trusted-host", "").split(),
+                    *options.trusted_hosts,
+                    *(lines.trusted_hosts if lines is not None else ()),
+                ]
+            )
+        ),
         proxy=pip.get("proxy") or None,
         client_cert=pip.get("client-cert") or None,
         formats=Formats.of(

@@ -12,6 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from ._disk.identity import MAX_NAME_AND_LEAF, TreeId, canonical_name
 from ._errors import InvalidRequirement, RequirementsFileError
+from ._options import FileIndex
 from ._redact import redact_all
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ class Requested(NamedTuple):
     #: For a lock file's tree: its resolved closure, one pin per package (its artifact's URL, if known, and
     #: hashes), installed as they are with ``--no-deps``.
     locked: tuple[Pin, ...] = ()
+    #: The index lines of the requirements file it was read from (``None``: none, or not from a file): its tree
+    #: is resolved and installed with them (see :func:`repoinstall._options.for_file`).
+    file_index: FileIndex | None = None
 
     def pinned_version(self) -> Version | None:
         """The one version an ``==X`` or ``===X`` spec names, or ``None`` for a range."""
@@ -186,11 +190,16 @@ MAX_NESTING = 64
 
 
 def read_requirements_file(path: str) -> list[Requested]:
-    """Read a pip-style requirements file: comments, blank lines, ``\\`` continuations, ``-r``, ``--hash``.
+    """Read a pip-style requirements file: comments, blank lines, ``\\`` continuations, ``-r``, ``--hash``, and
+    the index lines pip reads there (:data:`INDEX_OPTIONS`).
 
     A nested ``-r`` file's requirements stand where its line does. Files including each other in a loop, or ``-r``
-    files nested more than :data:`MAX_NESTING` deep, are one :class:`RequirementsFileError` line (exit 2)."""
+    files nested more than :data:`MAX_NESTING` deep, are one :class:`RequirementsFileError` line (exit 2). The
+    index lines of the file and of the files it includes, in the order pip reads them, are each requirement's
+    ``file_index``: they apply to this file's trees only, wherever in it they stand (pip, too, reads them all
+    before it resolves)."""
     found: list[Requested] = []
+    index_lines = _IndexLines()
     # One frame per open file: its path, its real path (for loops) and the lines still to read.
     stack: list[tuple[str, str, Iterator[tuple[int, str]]]] = []
     _enter(stack, path, where=path)
@@ -209,11 +218,95 @@ def read_requirements_file(path: str) -> list[Requested]:
             nested_path = nested if os.path.isabs(nested) else os.path.join(os.path.dirname(current), nested)
             _enter(stack, nested_path, where=source)
             continue
+        if head.split("=", 1)[0] in INDEX_OPTIONS or head.startswith(_SHORT_INDEX_OPTIONS):
+            index_lines.read(words, current, source)
+            continue
         if head.startswith("-"):
             raise RequirementsFileError(f"{source}: {unsupported_option(head.split('=')[0])}")
         spec, hashes = _split_hashes(text, source)
         found.append(parse_spec(spec, source, hashes))
-    return found
+    index = index_lines.value()
+    return found if index is None else [one._replace(file_index=index) for one in found]
+
+
+#: The index lines pip reads in a requirements file, and what each takes (``None``: no value).
+INDEX_OPTIONS = {
+    "-i": "URL",
+    "--index-url": "URL",
+    "--extra-index-url": "URL",
+    "-f": "LOCATION",
+    "--find-links": "LOCATION",
+    "--no-index": None,
+    "--trusted-host": "HOST",
+}
+#: Short options whose value may follow with no space (``-ihttps://...``), as pip's option parser reads them.
+_SHORT_INDEX_OPTIONS = ("-i", "-f")
+
+
+def _check_url(url: str, source: str) -> None:
+    """A URL pip and uv would misread (a password's unencoded ``/``, say) refused when read, its password hidden."""
+    from ._errors import InvalidInput
+    from ._urls import check
+
+    try:
+        check(url, "index URL")
+    except InvalidInput as error:
+        raise RequirementsFileError(f"{source}: {error}") from None
+
+
+class _IndexLines:
+    """A requirements file's index lines as pip applies them, one after another: ``--index-url`` replaces the
+    list so far (the extra indexes read before it included), ``--extra-index-url`` and ``--find-links`` add,
+    ``--no-index`` leaves no index whatever comes after."""
+
+    def __init__(self) -> None:
+        self.index_url: str | None = None
+        self.extra: list[str] = []
+        self.find_links: list[str] = []
+        self.no_index = False
+        self.trusted_hosts: list[str] = []
+        self.seen = False
+
+    def read(self, words: list[str], current: str, source: str) -> None:
+        head = words[0]
+        if head.startswith("--"):
+            option, equals, value = head.partition("=")
+            values = [value, *words[1:]] if equals else words[1:]
+        else:
+            option, value = head[:2], head[2:]
+            values = [value, *words[1:]] if value else words[1:]
+        self.seen = True
+        if INDEX_OPTIONS[option] is None:
+            if values:
+                raise RequirementsFileError(f"{source}: {option} takes no value")
+            self.no_index = True
+            return
+        if len(values) != 1 or not values[0]:
+            raise RequirementsFileError(f"{source}: {option} takes exactly one {INDEX_OPTIONS[option]}")
+        value = values[0]
+        if option != "--trusted-host" and (option not in ("-f", "--find-links") or "://" in value):
+            _check_url(value, source)
+        if option in ("-i", "--index-url"):
+            self.index_url, self.extra = value, []
+        elif option == "--extra-index-url":
+            self.extra.append(value)
+        elif option == "--trusted-host":
+            self.trusted_hosts.append(value)
+        else:
+            # As pip: a relative location that exists beside the file is that one; anything else as written.
+            beside = os.path.join(os.path.dirname(os.path.abspath(current)), value)
+            self.find_links.append(beside if "://" not in value and os.path.exists(beside) else value)
+
+    def value(self) -> FileIndex | None:
+        if not self.seen:
+            return None
+        return FileIndex(
+            None if self.no_index else self.index_url,
+            () if self.no_index else tuple(self.extra),
+            tuple(self.find_links),
+            self.no_index,
+            tuple(self.trusted_hosts),
+        )
 
 
 def _enter(stack: list[tuple[str, str, Iterator[tuple[int, str]]]], path: str, *, where: str) -> None:
@@ -232,7 +325,8 @@ def _enter(stack: list[tuple[str, str, Iterator[tuple[int, str]]]], path: str, *
 
 #: Other tools' own lock files, by name, and the command that makes from one a lock this reads.
 _FOREIGN_LOCKS = {
-    "uv.lock": "uv export --format pylock.toml -o pylock.toml",
+    # --no-emit-project: a packaged project's own source would be an editable directory entry, refused.
+    "uv.lock": "uv export --format pylock.toml --no-emit-project -o pylock.toml",
     "poetry.lock": "poetry export --format requirements.txt -o requirements.txt",
     "pipfile.lock": "pipenv requirements --hash > requirements.txt",
     "pdm.lock": "pdm export --format requirements -o requirements.txt",
@@ -244,11 +338,8 @@ def foreign_lock(path: str) -> str | None:
     return _FOREIGN_LOCKS.get(os.path.basename(path).lower())
 
 
-#: Index and resolution options pip takes in a requirements file and repoinstall takes on its command line.
-_COMMAND_LINE_OPTIONS = frozenset(
-    {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--no-index", "-c", "--constraint", "--pre"}
-    | {"--only-binary", "--no-binary"}
-)
+#: Resolution options pip takes in a requirements file and repoinstall takes on its command line only.
+_COMMAND_LINE_OPTIONS = frozenset({"-c", "--constraint", "--pre", "--only-binary", "--no-binary"})
 #: pip's editable install, in a requirements file and on the command line.
 EDITABLE = frozenset({"-e", "--editable"})
 
@@ -259,7 +350,10 @@ def unsupported_option(option: str) -> str:
         return editable_refused()
     if option in _COMMAND_LINE_OPTIONS:
         return f"option line {option!r} is not read from requirements files: give {option} on the command line"
-    return f"option line {option!r} is not supported in requirements files (only -r and --hash)"
+    return (
+        f"option line {option!r} is not supported in requirements files (only -r, --hash and the index lines "
+        f"{', '.join(o for o in INDEX_OPTIONS if o.startswith('--'))})"
+    )
 
 
 def editable_refused() -> str:

@@ -230,7 +230,8 @@ def _strings(value: str | Iterable[str], what: str) -> tuple[str, ...]:
 
 
 def _install_options(fields: Mapping[str, Any]) -> InstallOptions:
-    known = InstallOptions._fields
+    # file_index is set by repoinstall for a requirements file's trees, not given.
+    known = tuple(name for name in InstallOptions._fields if name != "file_index")
     if unknown := sorted(set(fields) - set(known)):
         raise InvalidInput(f"{unknown[0]!r} is not an install option (those are: {', '.join(known)})")
     values: dict[str, Any] = {name: tuple(v) if isinstance(v, list) else v for name, v in fields.items()}

@@ -22,7 +22,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory, wheel_dir: Path) -> Iterator
     assert done.returncode == 0, done.stderr
     files = base / "files"
     files.mkdir()
-    (files / "option.txt").write_text("--index-url http://127.0.0.1:9/\nadaptor-a==1.0\n")
+    (files / "option.txt").write_text("--pre\nadaptor-a==1.0\n")
     (files / "editable.txt").write_text("-e .\n")
     (files / "global.txt").write_text("adaptor-a==1.0 --global-option=--x\n")
     (files / "loop.txt").write_text("-r loop.txt\n")

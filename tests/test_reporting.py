@@ -96,7 +96,8 @@ def test_a_uv_lock_is_not_read_as_requirements_and_the_message_says_how_to_make_
     lock.write_text('version = 1\nrequires-python = ">=3.11"\n\n[[package]]\nname = "six"\nversion = "1.17.0"\n')
     message = refused(repo, "-r", lock)
     assert message.strip() == (
-        f"repoinstall: error: {lock}: not a lock this reads; `uv export --format pylock.toml -o pylock.toml` makes one"
+        f"repoinstall: error: {lock}: not a lock this reads; "
+        "`uv export --format pylock.toml --no-emit-project -o pylock.toml` makes one"
     )
 
 

@@ -54,6 +54,7 @@ class Options(NamedTuple):
     extra_index_url: list[str] | None = None
     find_links: list[str] | None = None
     no_index: bool = False
+    trusted_host: list[str] | None = None
     constraint: list[str] | None = None
     jobs: int = 4
     refresh: bool = False
@@ -109,6 +110,7 @@ class Options(NamedTuple):
             cache_dir=self.cache_dir,
             no_binary=binary_values(tuple(self.no_binary or ())),
             only_binary=binary_values(tuple(self.only_binary or ())),
+            trusted_hosts=tuple(self.trusted_host or ()),
         )
 
     def repo_settings(self) -> dict[str, Any]:
@@ -256,6 +258,17 @@ DECLARED: dict[str, Any] = {
         typer.Option(
             "--no-index",
             help="As pip: no index, only --find-links, both to resolve unpinned specs and for pip or uv.",
+        ),
+    ],
+    "trusted_host": Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trusted-host",
+            envvar="REPOINSTALL_TRUSTED_HOST",
+            metavar="HOST",
+            help="As pip: do not check this host's TLS certificate (repeatable; the variable: hosts separated by "
+            "spaces), to resolve and for pip or uv; also allows a requirements file's --trusted-host line for it.",
+            show_default=False,
         ),
     ],
     "constraint": Annotated[
@@ -460,6 +473,7 @@ INSTALLING = (
     "extra_index_url",
     "find_links",
     "no_index",
+    "trusted_host",
     "constraint",
     "no_binary",
     "only_binary",

@@ -54,12 +54,12 @@ def resolve(options: InstallOptions, pins: Sequence[str], scratch: str, what: st
 
 
 def _pip_command(options: InstallOptions, source: str, scratch: str) -> list[str]:
-    from .backends.pip import options_args
+    from .backends.pip import index_lines, options_args
 
     return [
         options.python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--target",
         os.path.join(scratch, "unused"), "--no-input", "--disable-pip-version-check", *options_args(options),
-        "--report", os.path.join(scratch, _RESOLUTION), "-r", source,
+        *index_lines(options, scratch), "--report", os.path.join(scratch, _RESOLUTION), "-r", source,
     ]  # fmt: skip
 
 

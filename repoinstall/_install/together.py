@@ -45,9 +45,16 @@ def combined(env: str, members: Sequence[tuple[Requested, TreeId]]) -> tuple[Req
     if len(set(names)) != len(names):
         twice = next(name for name in names if names.count(name) > 1)
         raise InvalidInput(f"{twice} is asked for twice in one set: a tree holds one version of it")
+    # One installer run resolves the set: its members must be asked of the same indexes.
+    indexes = {requested.file_index for requested, _ in members}
+    if len(indexes) > 1:
+        raise InvalidInput(
+            "specs from requirements files with different index lines (--index-url, --extra-index-url, "
+            "--find-links, --no-index) cannot be installed together; drop --together or give the same lines"
+        )
     key = "\n".join(sorted(f"{tid.name}=={tid.leaf}" for _, tid in members))
     tid = TreeId(env, SET_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:16], _VERSION)
-    return _request(tid, pins, "together"), tid
+    return _request(tid, pins, "together")._replace(file_index=indexes.pop()), tid
 
 
 def recorded(layout: Layout, tid: TreeId) -> Requested:

@@ -177,7 +177,16 @@ def _artifact(
         raise _Malformed(where, f"has {sources[0]} and sdist/wheels: PEP 751 allows one kind of source")
     if len(sources) > 1:
         raise _Malformed(where, f"has both {sources[0]} and {sources[1]}: PEP 751 allows one")
-    if sources and sources[0] in ("vcs", "directory"):
+    if sources and sources[0] == "directory":
+        # The project itself, as `uv export --format pylock.toml` writes a packaged project (editable): a tree is
+        # immutable and shared by every pod, a working directory is neither, and nothing can check it by hash.
+        raise _Malformed(
+            where,
+            "directory entries (a project's own source, as `uv export --format pylock.toml` writes it) are not "
+            "installed: a tree is immutable and shared by every pod, a directory is neither; make the lock without "
+            "it: uv export --format pylock.toml --no-emit-project",
+        )
+    if sources and sources[0] == "vcs":
         raise _Malformed(
             where,
             f"{sources[0]} entries are not supported: a tree must be verifiable by hash (lock a wheel, an sdist "

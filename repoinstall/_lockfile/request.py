@@ -48,9 +48,29 @@ def read(
     from .hashed import hash_mode, lock_from_requirements
 
     found = read_requirements_file(path)
+    index = found[0].file_index if found else None
     if hash_mode(found, require_hashes=require_hashes):
-        return request(lock_from_requirements(found, path))
+        return request(lock_from_requirements(found, path))._replace(file_index=index)
+    if index is not None and index.trusted_hosts and install is not None:
+        _check_trusted(path, index.trusted_hosts, install)
     return found
+
+
+def _check_trusted(path: str, hosts: tuple[str, ...], install: InstallOptions) -> None:
+    """A file's ``--trusted-host`` turns TLS certificate checks off for that host: honoured for a lock (every
+    artifact's hash is checked, whatever the connection), else only for a host the run trusts already (the command
+    line's ``--trusted-host``, or pip's configuration); otherwise one line (exit 2) saying how."""
+    from .._errors import RequirementsFileError
+    from .._pipconfig import index_config
+
+    trusted = set(index_config(install._replace(file_index=None)).trusted_hosts)
+    if untrusted := [host for host in hosts if host not in trusted]:
+        host = untrusted[0]
+        raise RequirementsFileError(
+            f"{path}: --trusted-host {host} would turn TLS certificate checks off for {host}, and not every "
+            f"requirement is hashed: give --trusted-host {host} on the command line to allow it, or hash every "
+            "requirement (pip-compile --generate-hashes)"
+        )
 
 
 def _find_links_roots(install: InstallOptions) -> Callable[[], Sequence[Path]]:

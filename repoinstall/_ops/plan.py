@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from .._errors import NotInstalled
+from .._options import for_file
 
 if TYPE_CHECKING:
     from .._disk.layout import Layout
@@ -66,7 +67,8 @@ def plan(
             continue
         except NotInstalled:
             pass
-        pins = list(requested.locked) or _resolved(options, requested)
+        # Resolved with its requirements file's index lines, as its install would be.
+        pins = list(requested.locked) or _resolved(for_file(options, requested.file_index) or options, requested)
         if pins is None:
             reason = f"{options.installer} could not resolve it (run without --dry-run to see why)"
             planned.append(Planned(requested.text, "unresolved", reason=reason))

@@ -274,9 +274,10 @@ def test_the_installed_python_and_environments_are_checked(tmp_path: Path) -> No
             "sdist or a hashed archive instead)",
         ),
         (
-            HEAD + _package("p", "1", "directory = { path = '.' }"),
-            "packages[0] (p): directory entries are not supported: a tree must be verifiable by hash (lock a wheel, an "
-            "sdist or a hashed archive instead)",
+            HEAD + _package("p", "1", "directory = { path = '.', editable = true }"),
+            "packages[0] (p): directory entries (a project's own source, as `uv export --format pylock.toml` writes "
+            "it) are not installed: a tree is immutable and shared by every pod, a directory is neither; make the "
+            "lock without it: uv export --format pylock.toml --no-emit-project",
         ),
         (
             HEAD

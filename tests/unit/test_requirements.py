@@ -58,7 +58,11 @@ def test_file_features(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ("--index-url http://127.0.0.1/\n", "option line '--index-url'"),
+        ("--pre\n", "option line '--pre'"),
+        ("--index-url\n", "--index-url takes exactly one URL"),
+        ("--index-url a b\n", "--index-url takes exactly one URL"),
+        ("--no-index x\n", "--no-index takes no value"),
+        ("--trusted-host=\n", "--trusted-host takes exactly one HOST"),
         ("-e .\n", "editable installs (-e) are not supported"),
         ("a==1 --no-binary :all:\n", "option '--no-binary'"),
         ("a==1 --hash=nothex\n", "not algorithm:hexdigest"),
@@ -125,3 +129,71 @@ def test_environment_variables_expand_as_pip_expands_them(tmp_path: Path, monkey
         path.write_text(unexpanded + "\n")  # left as written, as pip leaves it: then not a valid spec
         with pytest.raises(InvalidRequirement):
             read_requirements_file(str(path))
+
+
+def test_index_lines_are_read_as_pip_applies_them(tmp_path: Path) -> None:
+    """pip reads a file's index lines in order: --index-url replaces the list so far (its extras included),
+    --extra-index-url and --find-links add; every requirement of the file (nested files included) carries them."""
+    from repoinstall._options import FileIndex
+
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "nested.txt").write_text("--extra-index-url https://c.example/simple\nc==1\n")
+    (tmp_path / "r.txt").write_text(
+        "--extra-index-url https://dropped.example/simple\n"
+        "-i https://a.example/simple\n"
+        "--extra-index-url=https://b.example/simple\n"
+        "a==1\n"
+        "-r nested.txt\n"
+        "--find-links wheels\n"
+        "-fhttps://links.example/\n"
+        "--trusted-host a.example\n"
+    )
+    found = read_requirements_file(str(tmp_path / "r.txt"))
+    expected = FileIndex(
+        "https://a.example/simple",
+        ("https://b.example/simple", "https://c.example/simple"),
+        (str(tmp_path / "wheels"), "https://links.example/"),
+        False,
+        ("a.example",),
+    )
+    assert [(r.name, r.file_index) for r in found] == [("a", expected), ("c", expected)]
+    (tmp_path / "none.txt").write_text("--index-url https://a.example/simple\n--no-index\n-f wheels\na==1\n")
+    (none,) = read_requirements_file(str(tmp_path / "none.txt"))
+    assert none.file_index == FileIndex(None, (), (str(tmp_path / "wheels"),), True, ())
+    (tmp_path / "plain.txt").write_text("a==1\n")
+    assert read_requirements_file(str(tmp_path / "plain.txt"))[0].file_index is None
+
+
+def test_a_files_index_lines_replace_and_add_to_pip_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip.conf's index and extra index are replaced by a file's --index-url; its extras add to them."""
+    from repoinstall._options import FileIndex, InstallOptions
+    from repoinstall._pipconfig import forget_settings, index_config
+
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = https://conf.example/simple\nextra-index-url = https://extra.example/s\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX", "PIP_FIND_LINKS", "PIP_TRUSTED_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    forget_settings()
+    try:
+        base = InstallOptions(extra_index_urls=("https://cli.example/simple",), trusted_hosts=("cli.example",))
+        assert index_config(base).index_urls == (
+            "https://conf.example/simple",
+            "https://extra.example/s",
+            "https://cli.example/simple",
+        )
+        adding = base._replace(file_index=FileIndex(extra_index_urls=("https://file.example/simple",)))
+        assert index_config(adding).index_urls[-1] == "https://file.example/simple"
+        assert len(index_config(adding).index_urls) == 4
+        lines = FileIndex("https://file.example/simple", ("https://more.example/simple",), ("/w",), False, ("f",))
+        replacing = base._replace(file_index=lines)
+        config = index_config(replacing)
+        assert config.index_urls == ("https://file.example/simple", "https://more.example/simple")
+        assert config.find_links == ("/w",)
+        assert config.trusted_hosts == ("cli.example", "f")
+        assert index_config(base._replace(file_index=FileIndex(no_index=True))).index_urls == ()
+        assert index_config(base._replace(no_index=True, file_index=FileIndex("https://f.example/s"))).index_urls == ()
+    finally:
+        forget_settings()

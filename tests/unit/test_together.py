@@ -56,3 +56,16 @@ def test_the_metapackage_wheel_is_what_its_record_says() -> None:
                 assert digest == f"sha256={record_hash(hashlib.sha256(content).digest())}" and size == str(len(content))
         metadata = archive.read(record.replace("RECORD", "METADATA")).decode()
     assert "Requires-Dist: app-pkg==1.0\nRequires-Dist: lib-pkg==1.0\n" in metadata
+
+
+def test_a_set_keeps_its_files_index_lines_and_refuses_two_different_ones() -> None:
+    """One installer run resolves a set: its members' requirements files must name the same indexes."""
+    from repoinstall._options import FileIndex
+
+    private = FileIndex("https://private.example/simple")
+    same = [(one._replace(file_index=private), tid) for one, tid in members("app-pkg==1.0", "lib-pkg==1.0")]
+    request, _ = combined(ENV, same)
+    assert request.file_index == private
+    mixed = [same[0], members("lib-pkg==1.0")[0]]
+    with pytest.raises(InvalidInput, match="different index lines"):
+        combined(ENV, mixed)

@@ -104,6 +104,31 @@ def options_args(options: InstallOptions) -> list[str]:
     return args
 
 
+#: The index lines pip is given for a tree asked in a requirements file with index lines, in the scratch dir.
+INDEX_LINES = "index-lines.txt"
+
+
+def index_lines(options: InstallOptions, scratch: str) -> list[str]:
+    """``-r FILE`` of the index lines repoinstall merged (pip's configuration, the options, then the tree's file's
+    lines, or ``--trusted-host``), for a tree that has such lines; else nothing. As lines of a requirements file,
+    pip reads them as it reads the user's file: its ``--index-url`` replaces every index pip's configuration names
+    (a variable cannot: an empty one is ignored), and the URLs' credentials stay off pip's command line."""
+    if options.file_index is None and not options.trusted_hosts:
+        return []
+    from ..._pipconfig import index_config
+
+    config = index_config(options)
+    lines = [f"--index-url {config.index_urls[0]}"] if config.index_urls else ["--no-index"]
+    lines += [f"--extra-index-url {url}" for url in config.index_urls[1:]]
+    lines += [f"--find-links {location}" for location in config.find_links]
+    lines += [f"--trusted-host {host}" for host in config.trusted_hosts]
+    path = os.path.join(scratch, INDEX_LINES)
+    # 0600: a URL in it may carry a password, and a killed run leaves it until gc (staging/ is shared).
+    with open(path, "w", encoding="utf-8", opener=lambda name, flags: os.open(name, flags, 0o600)) as handle:
+        handle.write("".join(line + "\n" for line in lines))
+    return ["-r", path]
+
+
 class _Pip:
     name = "pip"
 
@@ -135,6 +160,7 @@ class _Pip:
         if _reports(options.python):
             # Which files it installed, with their hashes: the tree's closure, for its record.
             base += ["--report", os.path.join(scratch, REPORT)]
+        base += index_lines(options, scratch)
         if requested.locked:  # a lock file's tree: ``pin`` is its requirements file, every line hashed
             return [*base, "--no-deps", "--require-hashes", "-r", pin]
         if not requested.hashes:
