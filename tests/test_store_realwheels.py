@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import re
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
+from helpers import run
+from registry import registry
 from sharingpython import one_core, sharing_python
 
 from repoinstall import InstallOptions, Repo
@@ -25,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 WHEELS = Path(os.environ.get("REPOINSTALL_REAL_WHEELS", "/var/tmp/repoinstall-realwheels"))
 #: CI: missing wheels fail the test instead of skipping it (a skip would hide a missing download step).
 REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"
+#: The annotation naming a one-distribution layer's distribution.
+NAME = "org.repoinstall.dist.name"
 PINS = dict(re.findall(r"^([a-z-]+)==(\S+)", (ROOT / ".ci" / "requirements-realwheels.txt").read_text(), re.M))
 
 
@@ -80,3 +86,28 @@ def test_each_real_distribution_gives_one_layer_from_five_batches(tmp_path: Path
     assert sorted(digests) == sorted(PINS)
     assert all(len(by_repo) >= 2 for by_repo in digests.values()), digests  # each stored by several batches
     assert {name: len(set(by_repo.values())) for name, by_repo in digests.items()} == dict.fromkeys(digests, 1), digests
+
+
+def test_a_numpy_pandas_image_shares_its_numpy_layer_with_another_tree(tmp_path: Path, wheels: Path) -> None:
+    """Two trees holding the same numpy, pushed from two repos: their images name one numpy layer, so the registry
+    keeps it once and a node pulls it once."""
+    with registry(tmp_path / "registry") as oci:
+        where = f"{oci.host}/realwheels"
+        manifests = []
+        for repo, spec in (("one", pinned("pandas")), ("two", pinned("scipy"))):
+            done = run("push", where, spec, "--repo", tmp_path / repo, "--no-index", "-f", wheels, "--plain-http",
+                       "--json")  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            (image,) = json.loads(done.stdout)["images"]
+            got = httpx.get(
+                f"http://{oci.host}/v2/realwheels/manifests/{image['manifest']}",
+                headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+            )
+            got.raise_for_status()
+            manifests.append(got.json())
+    numpy = [
+        {layer["digest"] for layer in manifest["layers"] if layer["annotations"].get(NAME) == "numpy"}
+        for manifest in manifests
+    ]
+    assert len(numpy[0]) == 1 and numpy[0] == numpy[1], numpy  # one numpy layer, the same in both images
+    assert all(len(manifest["layers"]) <= 100 for manifest in manifests)
