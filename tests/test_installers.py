@@ -278,7 +278,9 @@ def test_the_record_holds_the_closure_hashes_and_urls_without_credentials(
     }
     assert CLOSURE_SECRET not in json.dumps(record) and "deploy" not in json.dumps(record)
     listed = json.loads(run("list", "--repo", repo, "--json").stdout)["trees"]
-    assert [sorted(d.items()) for d in listed[0]["dists"]] == [sorted(r.items()) for r in record["dists"]]
+    # list shows each row as recorded, with its provenance: installed from a wheel repoinstall hashed.
+    with_provenance = [sorted({**r, "provenance": "wheel"}.items()) for r in record["dists"]]
+    assert [sorted(d.items()) for d in listed[0]["dists"]] == with_provenance
     verified = run("verify", "--all", "--repo", repo, "--json")
     assert verified.returncode == 0, verified.stdout
     # A record written before records held the closure (rows without sha256 and url) still verifies and lists.
@@ -288,9 +290,9 @@ def test_the_record_holds_the_closure_hashes_and_urls_without_credentials(
     verified = run("verify", "--all", "--repo", repo, "--json")
     assert verified.returncode == 0, verified.stdout
     listed = json.loads(run("list", "--repo", repo, "--json").stdout)["trees"]
-    assert {(d["name"], d["sha256"], d["url"]) for d in listed[0]["dists"]} == {
-        ("app-z", None, None),
-        ("dep-z", None, None),
+    assert {(d["name"], d["sha256"], d["url"], d["provenance"]) for d in listed[0]["dists"]} == {
+        ("app-z", None, None, None),
+        ("dep-z", None, None, None),
     }
     assert actions(run("ensure", "app-z==1.0", "--repo", repo, "--json", "--no-index").stdout) == ["present"]
 
