@@ -24,7 +24,6 @@ import hashlib
 import os
 import re
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -34,7 +33,7 @@ from .._disk.manifest import Artifact, TreeEntry, recorded_dists
 from .._errors import InstallError, RepoinstallError
 from .._store import store as _store
 from .._store.identity import DistId, of_row
-from .._urls import without_credentials
+from .._urls import file_path, without_credentials
 from . import image as _image
 from .layer import Refused
 from .reference import DIGEST, wheels_tag
@@ -170,7 +169,7 @@ class Fetcher:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme == "file":
             try:
-                with open(urllib.request.url2pathname(parts.path), "rb") as source, open(out, "xb") as sink:
+                with open(file_path(url), "rb") as source, open(out, "xb") as sink:
                     while chunk := source.read(_CHUNK):
                         sink.write(chunk)
             except FileNotFoundError:
