@@ -52,17 +52,16 @@ autodoc_default_options = {"members": True, "undoc-members": False, "show-inheri
 nitpicky = True
 nitpick_ignore_regex = [
     (r"py:.*", r"(os|io|collections|contextlib|typing|types|pathlib|asyncio|concurrent|logging|threading)(\..*)?"),
-    (r"py:.*", r"(httpx|distributed|ray|celery|kombu|click|typer)(\..*)?"),
+    (r"py:.*", r"(httpx|distributed|ray|celery|kombu|click|typer|packaging|enum)(\..*)?"),
+    (r"py:.*", r"(Version|SpecifierSet|Requirement)"),
     (r"py:.*", r"(Path|PathLike|Sequence|Mapping|Iterable|Iterator|Callable|Awaitable|AbstractContextManager)"),
     (r"py:.*", r"(Any|~?T|~?P|~?R|repoinstall\.celery\.R|Worker)"),
     # The private parts a public docstring or signature names (specs parsed, tree identities, record rows,
     # the engines' shared core): documented in the code for its readers, not on the site.
     (r"py:.*", r"repoinstall\._.*"),
-    (r"py:.*", r"(Requested|TreeId|Artifact|Dist|Packages\.\w+|repoinstall\.ray\.RuntimeEnvContext)"),
-    # The OCI client's values (a registry reference, its settings, what a push made): private too.
-    (r"py:.*", r"(Reference|Settings|Pushed)"),
-    # What stands where a repo directory belongs (Repo.obstacles): a private record too.
-    (r"py:.*", r"Obstacle"),
+    (r"py:.*", r"(Artifact|Dist|Packages\.\w+|repoinstall\.ray\.RuntimeEnvContext)"),
+    # Public types as a signature names them in short (their entries are under their public names).
+    (r"py:.*", r"(Requested|TreeId|TreeKind|Pin|FileIndex|Reference|Settings|RegistrySettings|Pushed|Obstacle)"),
 ]
 
 #: The engine adapters' own engines, where this environment lacks them (``pip install '.[docs]'`` alone).

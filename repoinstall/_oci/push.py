@@ -50,8 +50,8 @@ class Pushed(NamedTuple):
     #: Layers uploaded (the others the registry had: HEAD said so), and their bytes.
     uploaded: int
     uploaded_bytes: int
-    #: The wheels its wheels manifest lists beside it (see :mod:`.wheels`; 0 for a tree pulled as layers), and
-    #: how many of them were uploaded, with their bytes.
+    #: The wheels its wheels manifest lists beside it (0 for a tree pulled as layers), and how many of them were
+    #: uploaded, with their bytes.
     wheels: int = 0
     wheels_uploaded: int = 0
     wheels_uploaded_bytes: int = 0

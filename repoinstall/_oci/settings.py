@@ -17,7 +17,7 @@ from .._options import (
 )
 
 
-class Settings(NamedTuple):
+class RegistrySettings(NamedTuple):
     """How to reach registries: plain HTTP or TLS (a CA bundle, a client certificate), and a timeout; and the
     bounds on what one sends: layers per image, bytes and files per layer and per image, a minimum rate."""
 
@@ -53,3 +53,7 @@ class Settings(NamedTuple):
         if not self.rate_window > 0:
             return f"--registry-rate-window must be a positive number of seconds, got {self.rate_window}"
         return None
+
+
+#: The name the package uses inside (``RegistrySettings`` is the public one).
+Settings = RegistrySettings

@@ -43,3 +43,77 @@ def test_ensure_all_is_overloaded_on_return_exceptions() -> None:
         assert len(overloads) == 2
         hints = [typing.get_type_hints(o)["return"] for o in overloads]
         assert hints[0] == list[repoinstall.EnsureResult], hints
+
+
+def _checking_namespace(module: object) -> dict[str, object]:
+    """A module's globals plus what it imports only for type checkers (``if TYPE_CHECKING:``), resolved."""
+    import ast
+    import importlib
+    import inspect
+
+    namespace = dict(vars(module))
+    tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
+    package = module.__name__.rpartition(".")[0]  # type: ignore[attr-defined]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom):
+                    source = importlib.import_module("." * statement.level + (statement.module or ""), package)
+                    namespace.update({a.asname or a.name: getattr(source, a.name) for a in statement.names})
+                elif isinstance(statement, ast.Import):
+                    namespace.update({a.asname or a.name: importlib.import_module(a.name) for a in statement.names})
+    return namespace
+
+
+def _named_types(hint: object, found: set[type]) -> None:
+    origin = typing.get_origin(hint)
+    if origin is not None:
+        for arg in typing.get_args(hint):
+            _named_types(arg, found)
+        hint = origin
+    if isinstance(hint, type) and hint.__module__.startswith("repoinstall"):
+        found.add(hint)
+
+
+def public_signature_types() -> set[type]:
+    """Every repoinstall type that ``Repo``'s public methods name, and, transitively, the fields of those types."""
+    import inspect
+
+    found: set[type] = set()
+    names = sorted(n for n, _ in inspect.getmembers(Repo) if not n.startswith("_") or n == "__init__")
+    todo: list[tuple[object, object]] = [(getattr(Repo, n), Repo) for n in names]
+    done: set[type] = set()
+    while todo:
+        member, owner = todo.pop()
+        function = member.fget if isinstance(member, property) else member
+        if not callable(function):
+            continue
+        module = sys.modules[getattr(function, "__module__", None) or owner.__module__]  # type: ignore[attr-defined]
+        hints = typing.get_type_hints(function, _checking_namespace(module))
+        new: set[type] = set()
+        for hint in hints.values():
+            _named_types(hint, new)
+        for kind in new - done:
+            done.add(kind)
+            if not issubclass(kind, BaseException):
+                fields = typing.get_type_hints(kind, _checking_namespace(sys.modules[kind.__module__]))
+                more: set[type] = set()
+                for hint in fields.values():
+                    _named_types(hint, more)
+                found |= more
+        found |= new
+    return found
+
+
+def test_every_type_a_public_signature_names_is_exported_and_documented() -> None:
+    from pathlib import Path
+
+    reference = (Path(__file__).parents[2] / "docs" / "reference" / "api.md").read_text()
+    missing = sorted(
+        k.__qualname__ for k in public_signature_types() if getattr(repoinstall, k.__name__, None) is not k
+    )
+    assert missing == [], f"named by Repo's public signatures but not importable from repoinstall: {missing}"
+    undocumented = sorted(
+        k.__name__ for k in public_signature_types() if f"repoinstall.{k.__name__}\n" not in reference
+    )
+    assert undocumented == [], f"exported but without an entry in docs/reference/api.md: {undocumented}"
