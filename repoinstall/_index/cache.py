@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from .. import _log
 from .._disk import fs as _fs
-from .._disk.layout import CACHE, OWNER_SUFFIX
+from .._disk.layout import CACHE
 from .._errors import RepoinstallError
 from .http import Pause, Plan
 
@@ -39,20 +39,23 @@ def garbage(directory: int, old: Callable[[str], bool]) -> Iterator[tuple[str, s
     writes, idle locks and their notes, and symlinks (never followed). Facts about one file (its
     Requires-Python) never change, so they stay."""
     from .._disk import walk as _walk
-    from .._lock.filelock_rw import STATE_SUFFIX, activity
+    from .._lock.state import Part
+    from .._lock.state import entry as lock_entry
 
     for entry, kind in _walk.entries(directory):
         if not old(entry):
             continue
+        of_lock = lock_entry(entry)
         if kind == _walk.LINK:
             yield entry, "cache", "a symlink among cached answers"
         elif entry.startswith(".") and entry.endswith(".tmp"):
             yield entry, "temp", "temporary file of an interrupted write"
         elif entry.endswith(".json") and "found" in (_fs.read_json(directory, (entry,)) or {"found": 1}):
             yield entry, "cache", "expired index answer"
-        elif entry.endswith(STATE_SUFFIX) and old(activity(entry)):
-            yield entry, "lock", "idle index cache lock"
-        elif entry.endswith(OWNER_SUFFIX):
+        elif of_lock is not None and of_lock.part is Part.STATE:
+            if old(of_lock.files.activity):
+                yield entry, "lock", "idle index cache lock"
+        elif of_lock is not None and of_lock.part is Part.NOTE:
             yield entry, "note", "owner note of an idle index cache lock"
 
 

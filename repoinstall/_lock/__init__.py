@@ -8,7 +8,9 @@
   state;
 - :mod:`.soft`: one lock as a holder and a waiter use it, with its owner note;
 - :mod:`.obstacles`: why no lock can be had here, found before anyone waits;
-- :mod:`.locks`: the locks of one repo as one process takes them (``TreeLocks.hold``), and gc's take-and-run.
+- :mod:`.locks`: the locks of one repo as one process takes them (``TreeLocks.hold``), and gc's take-and-run;
+- :mod:`.state`: a lock's files and what they say, as values, for those that read locks without taking them (lock
+  info, gc, doctor, the index cache): nothing outside this package names a lock's file.
 
 The lock only saves duplicate work: the rename that publishes a tree is the commit point. It sits above the disk
 layer (``repoinstall._disk``) and below everything that installs or operates on a repo.

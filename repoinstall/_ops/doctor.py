@@ -14,7 +14,7 @@ from typing import NamedTuple
 from .._disk import fs as _fs
 from .._disk.layout import Layout
 from .._errors import RepoUnusable
-from .._lock.filelock_rw import foreign_owner, lock_trees
+from .._lock.state import foreign_owner, lock_trees
 from .._options import LockSettings
 
 

@@ -46,14 +46,13 @@ from .._disk.identity import TreeId
 from .._disk.layout import (
     LOCKS,
     OWNER_NOTE,
-    OWNER_SUFFIX,
     RECORDS,
     STAGING,
     TRASH,
     TREES,
     Layout,
 )
-from .._lock.filelock_rw import activity, foreign_owner, lock_trees, state_name
+from .._lock.state import LockFiles, foreign_owner, lock_trees
 from .._options import LockSettings
 from .gcstore import StoreCollection
 from .inuse import User, Users, scan
@@ -182,7 +181,8 @@ class Collector(StoreCollection):
     def _lock_state(self, tid: TreeId) -> None:
         parts = self.layout.lock_dir(tid)
         info = inspect(self.layout, tid, self.settings.stale_after, self.now)
-        state, note = state_name(tid.leaf), tid.leaf + OWNER_SUFFIX
+        files = LockFiles(tid.leaf)
+        state, note = files.state, files.note
         with self._dir(parts) as directory:
             if directory is None:
                 return
@@ -202,7 +202,7 @@ class Collector(StoreCollection):
             if not info.held and noted and self._age(directory, note) >= self.older_than:
                 self._discard("note", parts, note, "owner note of a lock nobody holds")
                 noted = False
-            idle = self._age(directory, activity(state)) >= self.older_than
+            idle = self._age(directory, files.activity) >= self.older_than
         tree = check(self.layout, tid).state
         if damaged is not None:
             if gone_for is None:

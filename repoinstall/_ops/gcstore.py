@@ -26,10 +26,11 @@ from collections.abc import Callable
 
 from .. import _log
 from .._disk import walk as _walk
-from .._disk.layout import OWNER_SUFFIX, STORE, STORE_LOCKS
+from .._disk.layout import STORE, STORE_LOCKS
 from .._disk.things import Thing, thing_at
-from .._lock.filelock_rw import LOCK_SUFFIX, STATE_SUFFIX
 from .._lock.key import LockKey
+from .._lock.state import Part
+from .._lock.state import entry as lock_entry
 from .._store import digests
 from .._store.held import Held, held
 from .._store.identity import split_leaf, stored_lock_key
@@ -235,8 +236,9 @@ class StoreCollection(Sweep):
         names = {entry for entry, _ in _walk.entries(directory)}
         for entry in sorted(names):
             old = self._age(directory, entry) >= self.older_than
-            if entry.endswith(STATE_SUFFIX):
-                note = entry.removesuffix(STATE_SUFFIX) + OWNER_SUFFIX
+            of_lock = lock_entry(entry)
+            if of_lock is not None and of_lock.part is Part.STATE:
+                note = of_lock.files.note
                 if kind_at(directory, entry) != _walk.DIR:
                     if old:
                         self._discard("lock", parts, entry, "not a lock's state directory")
@@ -252,19 +254,17 @@ class StoreCollection(Sweep):
                 self._discard("lock", parts, entry, reason)
                 if note in names:
                     self._discard("note", parts, note, "owner note of a holder proven gone")
-            elif entry.endswith(OWNER_SUFFIX):
-                state = entry.removesuffix(OWNER_SUFFIX) + STATE_SUFFIX
+            elif of_lock is not None and of_lock.part is Part.NOTE:
                 stale = self._age(directory, entry) >= max(self.older_than, self.settings.stale_after)
-                if state not in names and stale:
+                if of_lock.files.state not in names and stale:
                     self._discard("note", parts, entry, "owner note of a lock with no state")
-            elif entry.endswith(LOCK_SUFFIX) and old:
-                # Nothing of a lock lives at <leaf>.lock (filelock keeps its state in <leaf>.lock.rw/): whatever
-                # is there (a directory, a file, a link) is nobody's, and would keep the lock directory for good.
+            elif of_lock is not None and of_lock.part is Part.STRAY and old:
+                # Nothing of a lock lives at <leaf>.lock (filelock keeps its state beside it): whatever is there
+                # (a directory, a file, a link) is nobody's, and would keep the lock directory for good.
                 thing = thing_at(directory, entry)
                 what = thing.named if thing is not None else "something"
-                self._discard(
-                    "lock", parts, entry, f"{what} where no lock keeps anything (its state is in {STATE_SUFFIX}/)"
-                )
+                where = of_lock.files.state
+                self._discard("lock", parts, entry, f"{what} where no lock keeps anything (its state is in {where}/)")
             elif entry.startswith(".") and entry.endswith(".tmp") and old:
                 self._discard("temp", parts, entry, "temporary file of an interrupted write")
         return unreadable

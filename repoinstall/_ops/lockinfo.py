@@ -1,6 +1,6 @@
 """Reading the repo's install locks for people: who holds each, how long since its last heartbeat.
 
-This reads filelock's on-disk protocol (see :mod:`repoinstall._lock.filelock_rw`) without taking part in it: it
+This reads filelock's on-disk protocol (see :mod:`repoinstall._lock.state`) without taking part in it: it
 never writes, so looking cannot disturb a holder. Heartbeat ages come from file mtimes, which a network
 filesystem stamps with the server's clock: they are exact on one host and skewed by the clock difference
 across hosts.
@@ -16,10 +16,10 @@ from packaging.version import InvalidVersion, Version
 
 from .._disk import fs as _fs
 from .._disk.identity import TreeId
-from .._disk.layout import OWNER_SUFFIX, Layout
+from .._disk.layout import Layout
 from .._disk.manifest import as_recorded
 from .._errors import InvalidRequirement
-from .._lock.filelock_rw import foreign_owner, lock_trees, members, record_of, state_name
+from .._lock.state import LockFiles, foreign_owner, lock_trees, members, record_of
 
 
 class LockInfo(NamedTuple):
@@ -66,7 +66,7 @@ def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None =
 
     Never raises for what is in the lock's state: a state this UID may not read (filelock keeps it private to the
     UID that made it), a part of it that is not a directory, or a garbage log is the info's ``problem``."""
-    rw_dir = os.path.join(layout.path(*layout.lock_dir(tid)), state_name(tid.leaf))
+    rw_dir = os.path.join(layout.path(*layout.lock_dir(tid)), LockFiles(tid.leaf).state)
     now = time.time() if now is None else now
     root = layout.root_fd()
     directory = None if root is None else _fs.open_dir(root, layout.lock_dir(tid))
@@ -75,13 +75,13 @@ def inspect(layout: Layout, tid: TreeId, stale_after: float, now: float | None =
     rw = None
     try:
         try:
-            rw = None if directory is None else _fs.open_dir(directory, (state_name(tid.leaf),))
+            rw = None if directory is None else _fs.open_dir(directory, (LockFiles(tid.leaf).state,))
         except PermissionError:
             assert directory is not None
             return LockInfo(tid, rw_dir, False, None, None, None, False, 0, _unreadable(directory, tid.leaf))
         if rw is None:
             problem = None
-            if directory is not None and _exists(directory, state_name(tid.leaf)):
+            if directory is not None and _exists(directory, LockFiles(tid.leaf).state):
                 problem = "lock state is not a directory (a symlink or file is in the way)"
             return LockInfo(tid, rw_dir, False, None, None, None, False, 0, problem)
         try:
@@ -138,7 +138,7 @@ def _exists(dir_fd: int, name: str) -> bool:
 def _owner_note(directory: int | None, tid: TreeId) -> dict[str, object]:
     """The holder's owner note (host, pid, since, the tree as it spelled it); empty if none or unreadable."""
     try:
-        return (None if directory is None else _fs.read_json(directory, (tid.leaf + OWNER_SUFFIX,), 1 << 16)) or {}
+        return (None if directory is None else _fs.read_json(directory, (LockFiles(tid.leaf).note,), 1 << 16)) or {}
     except PermissionError:
         return {}
 

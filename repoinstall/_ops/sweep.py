@@ -17,7 +17,7 @@ from .._disk import walk as _walk
 from .._disk.layout import TRASH, Layout, read_only_filesystem
 from .._disk.things import Thing, thing_at
 from .._errors import RepoUnusable
-from .._lock.filelock_rw import last_sign_of_life, members
+from .._lock.state import last_sign_of_life, members
 from .._options import LockSettings
 
 
@@ -152,7 +152,7 @@ class Sweep:
         """(seconds since anyone was last seen in the lock ``state``, once that proves them all gone, else ``None``;
         why filelock cannot use the state, or ``None``), read from the lock's directory open. Each participant's
         every step renews an mtime in the lock's state (its log, its holder record: see
-        ``filelock_rw.last_sign_of_life``) and a holder touches its owner note several times a heartbeat, so when
+        ``_lock.state.last_sign_of_life``) and a holder touches its owner note several times a heartbeat, so when
         the newest of them is older than the stale threshold, every lease a holder declared and ``--older-than``,
         nobody is in the lock: filelock would evict them all. :class:`PermissionError` if this UID cannot read the
         state (another UID's)."""

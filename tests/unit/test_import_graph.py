@@ -164,3 +164,19 @@ def test_subpackage_inits_import_nothing() -> None:
     eager = {name: sorted(import_graph()[name]) for name in inits if name != "repoinstall" and import_graph()[name]}
     assert len(inits) >= 6
     assert eager == {}
+
+
+def test_only_the_lock_package_knows_a_locks_files() -> None:
+    """filelock's format is read in ``_lock/filelock_rw`` alone, and a lock's file names in ``_lock/`` alone: the
+    operator commands and the index cache ask ``_lock.state`` (names and readings as values)."""
+    graph = import_graph()
+    outside = {m for m in graph if not m.startswith("repoinstall._lock")}
+    assert sorted(m for m in outside if "repoinstall._lock.filelock_rw" in graph[m]) == []
+    names = ("LOCK_SUFFIX", "STATE_SUFFIX", "OWNER_SUFFIX", "state_name")
+    knowing = {
+        m: [n for n in names if n in (PACKAGE.parent / m.replace(".", "/")).with_suffix(".py").read_text()]
+        for m in outside
+        if (PACKAGE.parent / m.replace(".", "/")).with_suffix(".py").is_file()
+    }
+    # The layout defines the owner note's suffix (a staging dir's note shares it); nobody else names one.
+    assert {m: n for m, n in knowing.items() if n and m != "repoinstall._disk.layout"} == {}
