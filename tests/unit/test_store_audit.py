@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_dstore import pip_target
+from test_store_split_compose import pip_target
 from wheels import make_wheel
 
 from repoinstall._disk.dists import Hashed, check_tree, scan
