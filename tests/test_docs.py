@@ -9,6 +9,7 @@ print."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ from typing import NamedTuple
 
 import pytest
 from indexserver import IndexServer
+from registry import registry
 from wheels import wheels_of_installed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,14 +32,19 @@ CLI_COMMAND = "python -m typer repoinstall._cli.app utils docs --name repoinstal
 #: Blocks of these languages are examples a reader may run.
 RUNNABLE = {"sh", "bash", "shell", "console", "python", "py", "pycon"}
 MARK = re.compile(r"<!-- docs-test: (run|illustration: (?P<reason>.*\S.*)|covered by (?P<test>\S+)) -->")
+#: The registry a page names, a placeholder: its run blocks talk to a registry on 127.0.0.1 instead (plain HTTP).
+REGISTRY = "registry.example.com"
 #: Marks a ``text`` block on a run page as what its run blocks print: each of its lines is a line they print.
 OUTPUT = "<!-- docs-test: output -->"
 #: What differs between the reader's machine and the test's in an output block's line, and what it may be there:
-#: the home and working directory, the environment tag, the Python and pip versions, timings and dates. doctor's
-#: findings differ too: an ``ok`` line of doctor's is checked up to its check's name.
+#: the home and working directory, the environment tag, the registry's host, digests (an image's config names its
+#: environment), the Python and pip versions, timings and dates. doctor's findings differ too: an ``ok`` line of
+#: doctor's is checked up to its check's name.
 VOLATILE = {
     r"/home/me(?:/job)?": r"/\S+",
-    r"cp3\d+-cp3\d+-[a-z0-9_]+": r"cp3\d+-cp3\d+-[a-z0-9_]+",
+    r"cp3\d+-cp3\d+(?:-[a-z0-9_]+)?": r"cp3\d+-cp3\d+(?:-[a-z0-9_]+)?",
+    re.escape(REGISTRY): r"127\.0\.0\.1:\d+",
+    r"sha256:[0-9a-f]{64}": r"sha256:[0-9a-f]{64}",
     r"python ?3\.\d+": r"python ?3\.\d+",
     r"(?<=^pip )\d+(?:\.\d+)+": r"\d+(?:\.\d+)+",
     r"\(\d+\.\ds, \d+\.\d MB": r"\(\d+\.\ds, \d+\.\d MB",
@@ -45,7 +52,9 @@ VOLATILE = {
     r"\d{4}-\d\d-\d\d \d\d:\d\d(?!:)": r"\d{4}-\d\d-\d\d \d\d:\d\d",
 }
 #: The pages whose run blocks this file runs; getting started first: it makes the venv the others use.
-RUN_PAGES = ["getting-started.md", "how-to/lock-files.md", "how-to/operating.md", "how-to/worker.md"]
+RUN_PAGES = [
+    "getting-started.md", "how-to/lock-files.md", "how-to/operating.md", "how-to/worker.md", "how-to/oci.md",
+]  # fmt: skip
 
 
 class Block(NamedTuple):
@@ -89,9 +98,11 @@ def test_every_example_is_run_or_an_illustration() -> None:
     wrong = []
     for page in _pages():
         for block in blocks(page):
+            where = f"{block.page}:{block.line}"
+            if block.mark == OUTPUT and block.page not in RUN_PAGES:
+                wrong.append(f"{where}: an output block on {block.page}, which tests/test_docs.py does not run")
             if block.language not in RUNNABLE:
                 continue
-            where = f"{block.page}:{block.line}"
             found = MARK.search(block.mark or "")
             if found is None:
                 wrong.append(f"{where}: no <!-- docs-test: run|illustration: REASON|covered by TEST --> mark")
@@ -197,12 +208,12 @@ def shown_lines(page: str) -> list[tuple[str, re.Pattern[str]]]:
             doctor = re.match(r"ok {4}[^:]+: ", line)
             text, rest = (doctor.group(0), ".*") if doctor else (line, "")
             parts, at = [], 0
-            spans = sorted((m.start(), m.end(), allowed) for found, allowed in volatile for m in found.finditer(text))
-            for start, end, allowed in spans:
+            spans = sorted((m.start(), -m.end(), allowed) for found, allowed in volatile for m in found.finditer(text))
+            for start, negative_end, allowed in spans:
                 if start < at:
-                    continue  # inside a part already replaced
+                    continue  # inside a part already replaced (the longest match at a place is taken)
                 parts += [re.escape(text[at:start]), allowed]
-                at = end
+                at = -negative_end
             shown.append((line, re.compile("^" + "".join(parts) + re.escape(text[at:]) + rest + "$", re.M)))
     return shown
 
@@ -214,8 +225,9 @@ def check_shown(page: str, done: subprocess.CompletedProcess[str]) -> None:
     assert not missing, f"{page} shows lines its examples did not print:\n" + "\n".join(missing) + "\n---\n" + printed
 
 
-def _script(page: str) -> str:
-    """The page's run blocks as one bash script: shell verbatim, Python through the venv's interpreter."""
+def _script(page: str, registry_host: str | None = None) -> str:
+    """The page's run blocks as one bash script: shell verbatim, Python through the venv's interpreter; the
+    placeholder registry's name replaced by ``registry_host``."""
     parts = []
     for block in blocks(DOCS / page):
         if block.mark is None or "docs-test: run" not in block.mark:
@@ -225,11 +237,16 @@ def _script(page: str) -> str:
             parts.append(f"python - <<'PYTHON_BLOCK'\n{block.code}PYTHON_BLOCK")
         else:
             parts.append(block.code)
-    return "\n".join(parts)
+    script = "\n".join(parts)
+    return script.replace(REGISTRY, registry_host) if registry_host else script
 
 
-def _run(page: str, home: Path, cwd: Path, index: IndexServer, path: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    page: str, home: Path, cwd: Path, index: IndexServer, path: str, registry_host: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "REPOINSTALL_", "VIRTUAL_ENV"))}
+    if registry_host:
+        env["REPOINSTALL_PLAIN_HTTP"] = "1"
     env.update(
         HOME=str(home), PATH=path, PIP_INDEX_URL=index.simple, UV_INDEX_URL=index.simple, UV_NO_CONFIG="1",
         PIP_CONFIG_FILE=os.devnull, NETRC=os.devnull,
@@ -237,8 +254,8 @@ def _run(page: str, home: Path, cwd: Path, index: IndexServer, path: str) -> sub
     )  # fmt: skip
     env.pop("XDG_DATA_HOME", None)
     return subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", _script(page)], cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=600, check=False,
+        ["bash", "-euo", "pipefail", "-c", _script(page, registry_host)], cwd=cwd, env=env, capture_output=True,
+        text=True, timeout=600, check=False,
     )  # fmt: skip
 
 
@@ -272,6 +289,16 @@ def test_a_page_runs(page: str, started: Path, docs_index: IndexServer, tmp_path
     home.mkdir()
     cwd.mkdir()
     tools = Path(sys.executable).parent  # uv, for the lock-files page
-    done = _run(page, home, cwd, docs_index, os.pathsep.join([str(started), str(tools), "/usr/bin", "/bin"]))
+    path = os.pathsep.join([str(started), str(tools), "/usr/bin", "/bin"])
+    with contextlib.ExitStack() as stack:
+        host = None
+        if REGISTRY in _script(page):  # the OCI page: a real registry on 127.0.0.1
+            if not shutil.which("docker-registry"):
+                reason = "no docker-registry (bash .ci/run installs it)"
+                if REQUIRED:
+                    pytest.fail(f"{page} is required here but cannot run: {reason}")
+                pytest.skip(reason)
+            host = stack.enter_context(registry(tmp_path / "registry")).host
+        done = _run(page, home, cwd, docs_index, path, host)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     check_shown(page, done)
