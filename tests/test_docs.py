@@ -32,6 +32,14 @@ CLI_COMMAND = "python -m typer repoinstall._cli.app utils docs --name repoinstal
 #: Blocks of these languages are examples a reader may run.
 RUNNABLE = {"sh", "bash", "shell", "console", "python", "py", "pycon"}
 MARK = re.compile(r"<!-- docs-test: (run|illustration: (?P<reason>.*\S.*)|covered by (?P<test>\S+)) -->")
+#: The real wheels of the packages the run examples name (six, attrs, python-dateutil), pinned with their hashes in
+#: .ci/requirements-docwheels.txt; .ci/run downloads them, hash-checked, to REPOINSTALL_DOC_WHEELS.
+DOC_WHEELS = Path(os.environ.get("REPOINSTALL_DOC_WHEELS", "/var/tmp/repoinstall-docwheels"))
+DOC_PINS = dict(
+    re.findall(r"^([a-z][a-z0-9-]*)==(\S+)", (ROOT / ".ci" / "requirements-docwheels.txt").read_text(), re.M)
+)
+#: CI: missing wheels fail the examples instead of skipping them (a skip would hide a missing download step).
+REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"
 #: The registry a page names, a placeholder: its run blocks talk to a registry on 127.0.0.1 instead (plain HTTP).
 REGISTRY = "registry.example.com"
 #: Marks a ``text`` block on a run page as what its run blocks print: each of its lines is a line they print.
@@ -166,23 +174,16 @@ def test_the_cli_reference_is_the_codes(tmp_path: Path) -> None:
 # The examples, run.
 
 
-#: The real wheels of the packages the run examples name (six, attrs, python-dateutil), pinned with their hashes in
-#: .ci/requirements-docwheels.txt; .ci/run downloads them, hash-checked, to REPOINSTALL_DOC_WHEELS.
-DOC_WHEELS = Path(os.environ.get("REPOINSTALL_DOC_WHEELS", "/var/tmp/repoinstall-docwheels"))
-DOC_PINS = dict(
-    re.findall(r"^([a-z][a-z0-9-]*)==(\S+)", (ROOT / ".ci" / "requirements-docwheels.txt").read_text(), re.M)
-)
-#: CI: missing wheels fail the examples instead of skipping them (a skip would hide a missing download step).
-REQUIRED = os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1"
-
-
 def doc_wheels() -> list[Path]:
     """The pinned wheels in the cache, one per pin, by the exact name and version pinned; a missing one skips the
     examples with the command that downloads it (fails them in CI)."""
     found, missing = [], []
     for name, version in sorted(DOC_PINS.items()):
         wheel = sorted(DOC_WHEELS.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
-        (found.extend(wheel[:1]) if wheel else missing.append(f"{name}=={version}"))
+        if wheel:
+            found.append(wheel[0])
+        else:
+            missing.append(f"{name}=={version}")
     if missing:
         reason = f"no wheel of {', '.join(missing)} in {DOC_WHEELS} (bash .ci/run downloads them)"
         if REQUIRED:
