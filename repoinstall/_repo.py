@@ -468,7 +468,7 @@ class Repo:
     # ---- using trees ----------------------------------------------------------------------------------------
 
     def activate(self, *trees: Requested | str | EnsureResult) -> AbstractContextManager[list[str]]:
-        """``with repo.activate("adaptor==1.4"): import adaptor``: the installed trees first on ``sys.path`` for
+        """``with repo.activate("attrs==26.1.0"): import attrs``: the installed trees first on ``sys.path`` for
         the block (import caches invalidated), exactly them removed after. Specs must be installed (see
         :meth:`tree_path`); :class:`ActivationConflict` if a module of a tree is already imported from
         another version, :class:`TreesConflict` if two of the trees hold different versions of one

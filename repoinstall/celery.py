@@ -5,10 +5,10 @@ Per task, under ``@app.task``::
     from repoinstall.celery import requires
 
     @app.task
-    @requires("adaptor==1.4", repo="/shared/repo")
-    def convert(path):
-        import adaptor              # adaptor 1.4, from its tree
-        return adaptor.convert(path)
+    @requires("python-dateutil==2.9.0.post0", repo="/shared/repo")
+    def parse_date(text):
+        from dateutil import parser  # python-dateutil 2.9.0.post0, from its tree
+        return parser.isoparse(text).isoformat()
 
 The first call in a worker process ensures the trees (each installed at most once cluster-wide; the other
 processes and hosts wait for it or find it there) and remembers their paths; every call runs the body with them
@@ -20,7 +20,7 @@ subclass itself, its message the one line ``repoinstall ensure`` prints.
 For a fixed set every task of a worker imports, in the tasks module::
 
     from repoinstall.celery import preload
-    preload(app, "adaptor==1.4", repo="/shared/repo")
+    preload(app, "attrs==26.1.0", repo="/shared/repo")
 
 The worker ensures the trees once when it starts, in its main process (``worker_init``, sent for every pool,
 before the pool exists; prefork children, forked or spawned, inherit ``sys.path``), and puts them first on

@@ -2,7 +2,7 @@
 
     from repoinstall.dask import RepoInstall
 
-    client.register_plugin(RepoInstall(["pandas==2.2.3", "adaptor-a==1.1"], repo="/shared/repo"))
+    client.register_plugin(RepoInstall(["pandas==2.2.3", "attrs==26.1.0"], repo="/shared/repo"))
 
 On each worker (the ones running now, and each one that joins later, ``cluster.scale``, a nanny's restart)
 :meth:`RepoInstall.setup` ensures the trees, each installed once cluster-wide however many workers start at once

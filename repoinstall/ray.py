@@ -7,8 +7,8 @@ that calls ``ray.init()`` for a local cluster)::
 
 then ask for packages in a ``runtime_env``, built and checked by :func:`runtime_env`::
 
-    env = repoinstall.ray.runtime_env(["adaptor-a==1.1"], repo="/shared/repo")
-    # {"repoinstall": {"packages": ["adaptor-a==1.1"], "repo": "/shared/repo"}}
+    env = repoinstall.ray.runtime_env(["attrs==26.1.0"], repo="/shared/repo")
+    # {"repoinstall": {"packages": ["attrs==26.1.0"], "repo": "/shared/repo"}}
     task.options(runtime_env=env).remote()
 
 The value under ``"repoinstall"`` is :meth:`Packages.of <repoinstall._workers.Packages.of>`'s arguments as JSON:

@@ -5,7 +5,7 @@
 
 A job is a JSON file in ``<queue>/new/``::
 
-    {"id": "job-17", "adaptor": "adaptor-a==1.1", "call": "adaptor_a:version", "args": [1, 2]}
+    {"id": "job-17", "adaptor": "python-dateutil==2.9.0.post0", "call": "dateutil.parser:isoparse", "args": ["2026"]}
 
 Several workers (pods) share the queue: a worker claims a job by renaming its file into ``<queue>/claimed/``
 (a rename succeeds for exactly one of them), ensures the adaptor with ``await repo.aensure()`` (installed once

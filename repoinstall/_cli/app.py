@@ -376,7 +376,7 @@ _run_command: list[str] = []
 def run(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Ensure SPECs, then run COMMAND (given after --) with their trees first on PYTHONPATH.
 
-    Example: repoinstall run 'adaptor==1.4' -- python -m adaptor.job input.json
+    Example: repoinstall run 'python-dateutil==2.9.0.post0' -- python -c 'import dateutil; print(dateutil.__version__)'
     """
     _configure_log(opts)
     if not _run_command:
