@@ -17,7 +17,7 @@ from .._disk.identity import TreeKind, kind_of
 from .._errors import InvalidInput, RepoinstallError
 from .._repo import Repo
 from .._results import EnsureResult
-from .options import ENSURING, INSTALLING, LOCKING, OUTPUT, REGISTRY, Options, repo_path, takes
+from .options import ENSURING, INSTALLING, LOCKING, LOG_FORMATS, OUTPUT, REGISTRY, Options, repo_path, takes
 
 if TYPE_CHECKING:
     import logging
@@ -77,8 +77,11 @@ def _clearing_handler() -> "logging.Handler":
 
 
 def _configure_log(opts: Options) -> None:
-    handler = _clearing_handler if sys.stderr.isatty() else None
-    _log.configure_cli(quiet=opts.quiet, verbose=opts.verbose, handler=handler)
+    if opts.log_format not in LOG_FORMATS:
+        _fail(f"--log-format {opts.log_format!r}: give text or json", 2)
+    as_json = opts.log_format == "json"
+    handler = _clearing_handler if sys.stderr.isatty() and not as_json else None
+    _log.configure_cli(quiet=opts.quiet, verbose=opts.verbose, handler=handler, as_json=as_json)
 
 
 #: The layout version of every --json document (its "schema" field): bumped when a field changes meaning or goes.
@@ -101,7 +104,7 @@ def _fail(error: RepoinstallError | str, code: int | None = None) -> NoReturn:
     exit_code = code if code is not None else getattr(error, "exit_code", 1)
     if _json_output:
         _print_json({"error": message, "exit_code": exit_code})
-    typer.echo(f"repoinstall: error: {message}", err=True)
+    _log.say_error(message, exit_code=exit_code)
     raise typer.Exit(exit_code)
 
 
@@ -127,7 +130,7 @@ def _ensure_cli(
     except RepoinstallError as error:
         _fail(error)
     progress = None
-    if sys.stderr.isatty() and not silent:
+    if sys.stderr.isatty() and not silent and not _log.json_lines():
         from .progress import Progress
 
         progress = Progress()
@@ -251,7 +254,7 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
                 members = _set_members(result.name, result.requirement)
                 typer.echo(f"{result.action:<10} {result.name}{extras}=={result.version}{members}  {result.path}")
     for _, failure in errors:
-        typer.echo(f"repoinstall: error: {failure}", err=True)
+        _log.say_error(str(failure), exit_code=failure.exit_code)
     if errors:
         raise typer.Exit(errors[0][1].exit_code)
 
@@ -306,7 +309,7 @@ def _dry_run(specs: list[str] | None, requirement: list[str] | None, opts: Optio
         )
     for one in planned:
         if one.action == "unresolved":
-            typer.echo(f"repoinstall: error: {one.requirement}: {one.reason}", err=True)
+            _log.say_error(f"{one.requirement}: {one.reason}", exit_code=1)
     if any(one.action == "unresolved" for one in planned):
         raise typer.Exit(1)
 
@@ -358,7 +361,7 @@ def push(
     elif not opts.quiet:
         _print_pushed(pushed)
     for _, failure in errors:
-        typer.echo(f"repoinstall: error: {failure}", err=True)
+        _log.say_error(str(failure), exit_code=failure.exit_code)
     if errors:
         raise typer.Exit(errors[0][1].exit_code)
 
@@ -493,7 +496,7 @@ def verify(
         if not (reports or stored or obstacles or repaired or failed):
             typer.echo("nothing to verify")  # an empty repo, or files that name no tree: not silence
     for message in failed:
-        typer.echo(f"repoinstall: error: {message}", err=True)
+        _log.say_error(message, exit_code=1)
     broken = any(not r.ok for r in reports) or any(not d.ok for d in stored)
     if failed or obstacles or (broken and not repair):
         raise typer.Exit(1)
@@ -634,7 +637,7 @@ def remove(
         if all(outcome.action == "skipped" for outcome in outcomes):
             typer.echo("nothing to remove")  # each spec's warning said why
     for outcome in kept:
-        typer.echo(f"repoinstall: error: {outcome.tree}: not removed: {outcome.reason}", err=True)
+        _log.say_error(f"{outcome.tree}: not removed: {outcome.reason}", exit_code=1, tree=outcome.tree)
     if kept:
         raise typer.Exit(1)
 
@@ -663,7 +666,7 @@ def doctor(*, opts: Options) -> None:
             typer.echo(f"{mark}  {finding.check}: {finding.result}{tail}")
     unsafe = [f for f in findings if not f.ok]
     if unsafe:
-        typer.echo(f"repoinstall: error: {root}: {unsafe[0].check}: {unsafe[0].consequence}", err=True)
+        _log.say_error(f"{root}: {unsafe[0].check}: {unsafe[0].consequence}", exit_code=1)
         raise typer.Exit(1)
 
 
@@ -891,7 +894,24 @@ def _command_name(info: "typer.models.CommandInfo") -> str:
 
 
 def main() -> None:
-    """Entry point: usage errors are one line and exit 2, like every other bad input."""
+    """Entry point: usage errors are one line and exit 2, like every other bad input. With ``--log-format json``
+    the last line on stderr is the event ``COMMAND.done`` with its exit code and seconds."""
+    import time
+
+    started = time.monotonic()
+    try:
+        _run()
+    except SystemExit as done:
+        if _log.json_lines():
+            code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+            command = next((a for a in sys.argv[1:] if not a.startswith("-")), "repoinstall")
+            seconds = round(time.monotonic() - started, 3)
+            _log.emit(f"{command}.done", "exit %d (%.1fs)", code, seconds, exit_code=code, seconds=seconds)
+        raise
+
+
+def _run() -> None:
+    """The command line, ended by sys.exit with its exit code."""
     import gc as collector
     import signal
 
