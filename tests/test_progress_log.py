@@ -129,7 +129,7 @@ def test_a_batch_on_a_terminal_shows_its_phases_live_before_its_install_ends(rep
         index.wait_for_download("adaptor_d")
         # Held back: no installer run of the batch can end, yet its phase is drawn, with how long it has run.
         wait_until(
-            lambda: re.search(r"(resolving|pip:|uv:) [^\n]*adaptor-d==1\.0[^\n]*\(\d+s\)", drawn()),
+            lambda: re.search(r"(resolving|pip:|uv:) [^\n]*\(\d+s\)", drawn()),
             what="a phase of the batch drawn on the terminal",
         )
         assert index.downloading("adaptor_d") == 1 and proc.poll() is None
