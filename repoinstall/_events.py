@@ -13,7 +13,7 @@ pays for it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -167,8 +167,15 @@ def name(record: logging.LogRecord) -> None:
         tree = str(figures.pop("tree", "") or "")
         record.event = event
     record.tree = redact_all(tree)
-    record.figures = {key: redact_all(value) if isinstance(value, str) else value for key, value in figures.items()}
+    record.figures = {key: _shown(value, redact_all) for key, value in figures.items()}
     record._named = True
+
+
+def _shown(value: Figure, redact_all: Callable[[str], str]) -> Figure:
+    """A figure as an event carries it: a text with a URL's credentials hidden, seconds to the millisecond."""
+    if isinstance(value, str):
+        return redact_all(value)
+    return round(value, 3) if isinstance(value, float) else value
 
 
 def _value(arg: object) -> Figure:

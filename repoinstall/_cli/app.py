@@ -115,9 +115,12 @@ def _ensure_cli(
     silent: bool,
     push_to: str | None = None,
     pushed: "list[Pushed] | None" = None,
+    *,
+    live: bool | None = None,
 ) -> "tuple[list[Requested], str, str, list[EnsureResult | RepoinstallError]]":
     """Parse the specs and files, ensure them all; what was asked, the repo, its env tag and each outcome.
-    ``push_to``: then push the trees ensured there, into ``pushed`` (``--push``: those installed from an index)."""
+    ``push_to``: then push the trees ensured there, into ``pushed`` (``--push``: those installed from an index).
+    ``live``: draw the phases on a terminal (default: unless ``silent``)."""
     if not specs and not requirement:
         _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
     if opts.push_after and not opts.from_registry:
@@ -130,7 +133,7 @@ def _ensure_cli(
     except RepoinstallError as error:
         _fail(error)
     progress = None
-    if sys.stderr.isatty() and not silent and not _log.json_lines():
+    if sys.stderr.isatty() and (not silent if live is None else live) and not _log.json_lines():
         from .progress import Progress
 
         progress = Progress()
@@ -351,7 +354,8 @@ def push(
     except RepoinstallError as error:
         _fail(error)
     pushed: list[Pushed] = []
-    wanted, root, env, outcomes = _ensure_cli(specs, requirement, opts, True, reference, pushed)
+    live = not (opts.quiet or opts.as_json)  # its layers' bytes as they go up, on a terminal
+    wanted, root, env, outcomes = _ensure_cli(specs, requirement, opts, True, reference, pushed, live=live)
     errors = [(w, o) for w, o in zip(wanted, outcomes, strict=True) if isinstance(o, RepoinstallError)]
     if opts.as_json:
         document: dict[str, Any] = {"repo": root, "env": env, "images": [one.as_dict() for one in pushed]}
