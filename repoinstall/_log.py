@@ -177,6 +177,13 @@ def unwatch(watcher: Callable[[Change], None]) -> None:
         _watchers = tuple(one for one in _watchers if one is not watcher)
 
 
+def shown(running: Phase, *, ended: bool = False) -> None:
+    """Tell the watchers ``running`` began (or ``ended``), for a phase whose end is not one block's (a lock's wait:
+    see :mod:`repoinstall._lock.wait`), which logs its own event."""
+    for watcher in _watchers:
+        watcher(Change("end" if ended else "begin", running))
+
+
 @contextmanager
 def phase(
     event: str,
@@ -193,13 +200,11 @@ def phase(
     ``total`` (as ``bytes`` or ``files``, by ``unit``) and ``figures``. One that fails logs nothing here: its error
     says what happened."""
     running = Phase(event, label, tree, total, unit)
-    for watcher in _watchers:
-        watcher(Change("begin", running))
+    shown(running)
     try:
         yield running
     finally:
-        for watcher in _watchers:
-            watcher(Change("end", running))
+        shown(running, ended=True)
     seconds = time.monotonic() - running.started
     if total is not None and unit:
         figures = {unit: total, **figures}

@@ -105,39 +105,66 @@ def test_credentials_in_an_index_url_are_in_no_json_field(repo: Path, index: Ind
     assert any("****@127.0.0.1" in str(value) for one in logged for value in one.values()), logged
 
 
-def test_a_batch_on_a_terminal_shows_its_phases_live_before_its_install_ends(repo: Path, index: IndexServer) -> None:
-    index.holds["adaptor_d"] = hold = threading.Event()
-    args = [a for a in ensure_args(repo, index.url, *BATCH) if a != "--json"]
-    main, side = pty.openpty()
-    env = isolated_env(TERM="xterm-256color", COLUMNS="200", LINES="40")
-    proc = subprocess.Popen(cli(*args), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=side)
-    os.close(side)
-    seen: list[bytes] = []
+class Terminal:
+    """A repoinstall process whose stderr is a pseudo-terminal (stdout a pipe): what it drew, escapes dropped."""
 
-    def drawn() -> str:
-        while select.select([main], [], [], 0)[0]:
+    def __init__(self, *args: str | Path) -> None:
+        self.main, side = pty.openpty()
+        env = isolated_env(TERM="xterm-256color", COLUMNS="200", LINES="40")
+        self.proc = subprocess.Popen(
+            cli(*args), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=side, text=True
+        )
+        os.close(side)
+        self.seen: list[bytes] = []
+
+    def drawn(self) -> str:
+        while select.select([self.main], [], [], 0)[0]:
             try:
-                chunk = os.read(main, 65536)
+                chunk = os.read(self.main, 65536)
             except OSError:  # EIO: the process closed its end
                 break
             if not chunk:
                 break
-            seen.append(chunk)
-        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(seen).decode("utf-8", "replace"))
+            self.seen.append(chunk)
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(self.seen).decode("utf-8", "replace"))
 
+    def finish(self) -> tuple[int, str]:
+        out, _ = self.proc.communicate(timeout=180)
+        with contextlib.suppress(OSError):
+            self.drawn()
+        os.close(self.main)
+        return self.proc.returncode, out
+
+
+def test_a_batch_on_a_terminal_shows_its_phases_live_before_its_install_ends(repo: Path, index: IndexServer) -> None:
+    index.holds["adaptor_d"] = hold = threading.Event()
+    terminal = Terminal(*[a for a in ensure_args(repo, index.url, *BATCH) if a != "--json"])
     try:
         index.wait_for_download("adaptor_d")
         # Held back: no installer run of the batch can end, yet its phase is drawn, with how long it has run.
         wait_until(
-            lambda: re.search(r"(resolving|pip:|uv:) [^\n]*\(\d+s\)", drawn()),
+            lambda: re.search(r"(resolving|pip:|uv:) [^\n]*\(\d+s\)", terminal.drawn()),
             what="a phase of the batch drawn on the terminal",
         )
-        assert index.downloading("adaptor_d") == 1 and proc.poll() is None
+        assert index.downloading("adaptor_d") == 1 and terminal.proc.poll() is None
     finally:
         hold.set()
-        out, _ = proc.communicate(timeout=180)
-        with contextlib.suppress(OSError):
-            drawn()
-        os.close(main)
-    assert proc.returncode == 0, drawn()
+        code, out = terminal.finish()
+    assert code == 0, terminal.drawn()
     assert len(out.splitlines()) == len(BATCH), out
+
+
+def test_a_lock_wait_on_a_terminal_is_drawn_live_with_its_holder(repo: Path, index: IndexServer) -> None:
+    index.holds["slow_pkg"] = hold = threading.Event()
+    holder = start(*ensure_args(repo, index.url, "slow-pkg==1.0"))
+    try:
+        index.wait_for_download("slow_pkg")
+        terminal = Terminal(*[a for a in ensure_args(repo, index.url, "slow-pkg==1.0") if a != "--json"])
+        # The live line, not the log line above it: that one ends with the holder's note, this one with its own time.
+        live = rf"waiting for \S+: held by \S+ pid {holder.pid} for \d+s \(\d+s\)"
+        wait_until(lambda: re.search(live, terminal.drawn()), what="the lock wait drawn on the terminal")
+    finally:
+        hold.set()
+    assert finish(holder)[0] == 0
+    code, out = terminal.finish()
+    assert code == 0 and out.startswith("waited "), (out, terminal.drawn())

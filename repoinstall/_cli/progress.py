@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 from .. import _log
+from .._redact import shown
 from .._results import Event
 
 if TYPE_CHECKING:
@@ -111,7 +112,8 @@ def _shown(phase: _log.Phase, now: float) -> str:
         amount = f" {phase.done / 1e6:.1f}/{phase.total / 1e6:.1f} MB"
     elif phase.total:
         amount = f" {phase.done}/{phase.total} {phase.unit}"
-    return f"{phase.label}{amount} ({now - phase.started:.0f}s)"
+    # Escaped: a label can quote what a peer wrote (a lock's holder note), which must not move the cursor.
+    return f"{shown(phase.label)}{amount} ({now - phase.started:.0f}s)"
 
 
 class ClearingHandler(logging.StreamHandler[TextIO]):
