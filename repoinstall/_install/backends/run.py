@@ -137,7 +137,7 @@ def install(
 
     with (
         hashing_meanwhile(target, hashed),  # what the store's check will hash, hashed while the compile runs
-        _log.phase("compile.done", f"compiling {what}", "compiled %s", what) as compiling,
+        _log.phase("compile.done", f"compiling {what}", "compiled %s", what, what=what) as compiling,
     ):
         compiling.figures["files"] = hash_based(target, options.python, hashed=hashed)
     artifacts = chosen.closure(target, requested, scratch)
@@ -195,7 +195,6 @@ def run(
     ``resolve.done`` for a run that only resolves) and the live display."""
     import shlex
 
-    from ... import _log
     from ..._redact import redact_all
 
     _stop.check()
@@ -211,9 +210,13 @@ def run(
         raise InstallError(f"{what}: cannot run {cmd[0]}: {error.strerror}") from None
     _stop.started(proc)  # from here a stop kills it (and if one came meanwhile, it is killed now)
     running = (
-        _log.phase("resolve.done", f"resolving {what}", "%s resolved %s", installer, what)
+        _log.phase(
+            "resolve.done", f"resolving {what}", "%s resolved %s", installer, what, what=what, installer=installer
+        )
         if doing == "resolve"
-        else _log.phase("installer.done", f"{installer}: {what}", "%s ran for %s", installer, what)
+        else _log.phase(
+            "installer.done", f"{installer}: {what}", "%s ran for %s", installer, what, what=what, installer=installer
+        )
     )
     try:
         with proc, running:
