@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import pty
 import re
@@ -17,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import actions, cli, ensure_args, finish, isolated_env, run, start, wait_for_stderr, wait_until
 from indexserver import IndexServer
 
@@ -168,3 +170,18 @@ def test_a_lock_wait_on_a_terminal_is_drawn_live_with_its_holder(repo: Path, ind
     assert finish(holder)[0] == 0
     code, out = terminal.finish()
     assert code == 0 and out.startswith("waited "), (out, terminal.drawn())
+
+
+def test_a_library_users_logging_sees_each_records_event_tree_and_figures(
+    repo: Path, index: IndexServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from repoinstall import InstallOptions, Repo
+
+    caplog.set_level(logging.INFO, logger="repoinstall")
+    with Repo(repo, install=InstallOptions(find_links=(index.url,), no_index=True)) as opened:
+        opened.ensure_all(list(BATCH))
+    by_event = {getattr(r, "event", None): r for r in caplog.records}
+    assert {"installer.done", "store.done", "install.done"} <= set(by_event), [r.getMessage() for r in caplog.records]
+    done = by_event["install.done"]
+    assert done.tree in BATCH and done.figures["action"] == "installed", vars(done)  # type: ignore[attr-defined]
+    assert isinstance(by_event["installer.done"].figures["seconds"], float)  # type: ignore[attr-defined]
