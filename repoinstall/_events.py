@@ -140,7 +140,13 @@ OWN = (
     "store.done",
     "pull.layer",
     "push.layer",
+    "lock.waited",
+    "lock.unusable",
+    "install.done",
+    "compile.done",
     "error",
+    "interrupted",
+    "repo.default",
     "COMMAND.done",
 )
 

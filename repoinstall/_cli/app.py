@@ -938,10 +938,13 @@ def _run() -> None:
     except RepoinstallError as error:  # raised outside a command's own handling (e.g. while reading options)
         if "--json" in args:
             _print_json({"error": str(error), "exit_code": error.exit_code})
-        typer.echo(f"repoinstall: error: {error}", err=True)
+        _log.say_error(str(error), exit_code=error.exit_code)
         sys.exit(error.exit_code)
     except (Abort, KeyboardInterrupt):  # click turns a Ctrl-C inside a command into Abort; one outside it is as is
-        typer.echo("repoinstall: interrupted", err=True)
+        if _log.json_lines():
+            _log.emit("interrupted", "interrupted", level=40, exit_code=130)
+        else:
+            typer.echo("repoinstall: interrupted", err=True)
         sys.exit(130)
     except TyperException as error:
         message = error.format_message() if hasattr(error, "format_message") else str(error)
@@ -970,11 +973,9 @@ def _internal_error(error: Exception, *, verbose: bool) -> NoReturn:
 
     from .._redact import redact_all as hide
 
-    if verbose:
+    if verbose and not _log.json_lines():
         typer.echo(hide("".join(traceback.format_exception(error))).rstrip(), err=True)
     first = str(error).splitlines()[0] if str(error) else ""
     detail = f": {hide(first)}" if first else ""
-    typer.echo(
-        f"repoinstall: error: internal error: {type(error).__name__}{detail} (run with -v for details)", err=True
-    )
+    _log.say_error(f"internal error: {type(error).__name__}{detail} (run with -v for details)", exit_code=1)
     sys.exit(1)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 import typer
 
+from .. import _log
 from .._options import (
     HEARTBEAT,
     INDEX_TTL,
@@ -547,6 +548,8 @@ def repo_path(opts: Options, *, announce: bool) -> str:
     if repo is not None:
         return repo  # Layout refuses "" and "/" with one line
     path = default_repo()
-    if announce:
+    if announce and _log.json_lines():
+        _log.emit("repo.default", "using the default repo %s", path, path=path)
+    elif announce:
         typer.echo(f"repoinstall: using the default repo {path}", err=True)
     return path
