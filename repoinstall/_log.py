@@ -193,12 +193,14 @@ def phase(
     tree: str = "",
     total: int | None = None,
     unit: str = "",
+    level: int = 20,
     **figures: Figure,
 ) -> Iterator[Phase]:
     """A phase that can last over a second: watchers see it begin (``label``), advance and end; once it ends
     without an error the event ``event`` is logged, ``done % args`` with `` (N.Ns)`` after it, its ``seconds``, its
-    ``total`` (as ``bytes`` or ``files``, by ``unit``) and ``figures``. One that fails logs nothing here: its error
-    says what happened."""
+    ``total`` (as ``bytes`` or ``files``, by ``unit``) and ``figures``, at ``level`` (INFO, or DEBUG for one that
+    only prepares another, whose own line follows). One that fails logs nothing here: its error says what
+    happened."""
     running = Phase(event, label, tree, total, unit)
     shown(running)
     try:
@@ -210,4 +212,4 @@ def phase(
         figures = {unit: total, **figures}
     figures.update(running.figures)
     figures["seconds"] = round(seconds, 3)
-    _emit(event, 20, tree, figures, done + " (%.1fs)", *args, seconds)
+    _emit(event, level, tree, figures, done + " (%.1fs)", *args, seconds)

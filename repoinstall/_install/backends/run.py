@@ -209,15 +209,15 @@ def run(
     except OSError as error:
         raise InstallError(f"{what}: cannot run {cmd[0]}: {error.strerror}") from None
     _stop.started(proc)  # from here a stop kills it (and if one came meanwhile, it is killed now)
-    running = (
-        _log.phase(
-            "resolve.done", f"resolving {what}", "%s resolved %s", installer, what, what=what, installer=installer
-        )
-        if doing == "resolve"
-        else _log.phase(
+    if doing == "resolve":  # with -v only: the install that follows says its own line
+        running = _log.phase(
+            "resolve.done", f"resolving {what}", "%s resolved %s", installer, what, level=10, what=what,
+            installer=installer,
+        )  # fmt: skip
+    else:
+        running = _log.phase(
             "installer.done", f"{installer}: {what}", "%s ran for %s", installer, what, what=what, installer=installer
         )
-    )
     try:
         with proc, running:
             try:
