@@ -280,7 +280,20 @@ class Ensurer:
         self.emit(Event("done", str(tid), outcome.action, seconds))
         size = f", {outcome.size / 1e6:.1f} MB" if outcome.size else ""
         with_batch = ", its batch's run included" if batch else ""
-        _log.logger().info("%s %s (%.1fs%s%s)", outcome.action, tid, seconds, size, with_batch)
+        _log.emit(
+            "install.done",
+            "%s %s (%.1fs%s%s)",
+            outcome.action,
+            tid,
+            seconds,
+            size,
+            with_batch,
+            tree=str(tid),
+            action=outcome.action,
+            seconds=round(seconds, 3),
+            bytes=outcome.size,
+            waited=round(outcome.waited, 3),
+        )
         return outcome
 
     def _from_registry(self, requested: Requested, tid: TreeId) -> Filler | None:

@@ -17,7 +17,7 @@ from .._disk.identity import TreeKind, kind_of
 from .._errors import InvalidInput, RepoinstallError
 from .._repo import Repo
 from .._results import EnsureResult
-from .options import ENSURING, INSTALLING, LOCKING, OUTPUT, REGISTRY, Options, repo_path, takes
+from .options import ENSURING, INSTALLING, LOCKING, LOG_FORMATS, OUTPUT, REGISTRY, Options, repo_path, takes
 
 if TYPE_CHECKING:
     import logging
@@ -77,8 +77,11 @@ def _clearing_handler() -> "logging.Handler":
 
 
 def _configure_log(opts: Options) -> None:
-    handler = _clearing_handler if sys.stderr.isatty() else None
-    _log.configure_cli(quiet=opts.quiet, verbose=opts.verbose, handler=handler)
+    if opts.log_format not in LOG_FORMATS:
+        _fail(f"--log-format {opts.log_format!r}: give text or json", 2)
+    as_json = opts.log_format == "json"
+    handler = _clearing_handler if sys.stderr.isatty() and not as_json else None
+    _log.configure_cli(quiet=opts.quiet, verbose=opts.verbose, handler=handler, as_json=as_json)
 
 
 #: The layout version of every --json document (its "schema" field): bumped when a field changes meaning or goes.
@@ -101,7 +104,7 @@ def _fail(error: RepoinstallError | str, code: int | None = None) -> NoReturn:
     exit_code = code if code is not None else getattr(error, "exit_code", 1)
     if _json_output:
         _print_json({"error": message, "exit_code": exit_code})
-    typer.echo(f"repoinstall: error: {message}", err=True)
+    _log.say_error(message, exit_code=exit_code)
     raise typer.Exit(exit_code)
 
 
@@ -112,9 +115,12 @@ def _ensure_cli(
     silent: bool,
     push_to: str | None = None,
     pushed: "list[Pushed] | None" = None,
+    *,
+    live: bool | None = None,
 ) -> "tuple[list[Requested], str, str, list[EnsureResult | RepoinstallError]]":
     """Parse the specs and files, ensure them all; what was asked, the repo, its env tag and each outcome.
-    ``push_to``: then push the trees ensured there, into ``pushed`` (``--push``: those installed from an index)."""
+    ``push_to``: then push the trees ensured there, into ``pushed`` (``--push``: those installed from an index).
+    ``live``: draw the phases on a terminal (default: unless ``silent``)."""
     if not specs and not requirement:
         _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
     if opts.push_after and not opts.from_registry:
@@ -127,7 +133,7 @@ def _ensure_cli(
     except RepoinstallError as error:
         _fail(error)
     progress = None
-    if sys.stderr.isatty() and not silent:
+    if sys.stderr.isatty() and (not silent if live is None else live) and not _log.json_lines():
         from .progress import Progress
 
         progress = Progress()
@@ -251,7 +257,7 @@ def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options)
                 members = _set_members(result.name, result.requirement)
                 typer.echo(f"{result.action:<10} {result.name}{extras}=={result.version}{members}  {result.path}")
     for _, failure in errors:
-        typer.echo(f"repoinstall: error: {failure}", err=True)
+        _log.say_error(str(failure), exit_code=failure.exit_code)
     if errors:
         raise typer.Exit(errors[0][1].exit_code)
 
@@ -306,7 +312,7 @@ def _dry_run(specs: list[str] | None, requirement: list[str] | None, opts: Optio
         )
     for one in planned:
         if one.action == "unresolved":
-            typer.echo(f"repoinstall: error: {one.requirement}: {one.reason}", err=True)
+            _log.say_error(f"{one.requirement}: {one.reason}", exit_code=1)
     if any(one.action == "unresolved" for one in planned):
         raise typer.Exit(1)
 
@@ -348,7 +354,8 @@ def push(
     except RepoinstallError as error:
         _fail(error)
     pushed: list[Pushed] = []
-    wanted, root, env, outcomes = _ensure_cli(specs, requirement, opts, True, reference, pushed)
+    live = not (opts.quiet or opts.as_json)  # its layers' bytes as they go up, on a terminal
+    wanted, root, env, outcomes = _ensure_cli(specs, requirement, opts, True, reference, pushed, live=live)
     errors = [(w, o) for w, o in zip(wanted, outcomes, strict=True) if isinstance(o, RepoinstallError)]
     if opts.as_json:
         document: dict[str, Any] = {"repo": root, "env": env, "images": [one.as_dict() for one in pushed]}
@@ -358,7 +365,7 @@ def push(
     elif not opts.quiet:
         _print_pushed(pushed)
     for _, failure in errors:
-        typer.echo(f"repoinstall: error: {failure}", err=True)
+        _log.say_error(str(failure), exit_code=failure.exit_code)
     if errors:
         raise typer.Exit(errors[0][1].exit_code)
 
@@ -493,7 +500,7 @@ def verify(
         if not (reports or stored or obstacles or repaired or failed):
             typer.echo("nothing to verify")  # an empty repo, or files that name no tree: not silence
     for message in failed:
-        typer.echo(f"repoinstall: error: {message}", err=True)
+        _log.say_error(message, exit_code=1)
     broken = any(not r.ok for r in reports) or any(not d.ok for d in stored)
     if failed or obstacles or (broken and not repair):
         raise typer.Exit(1)
@@ -634,7 +641,7 @@ def remove(
         if all(outcome.action == "skipped" for outcome in outcomes):
             typer.echo("nothing to remove")  # each spec's warning said why
     for outcome in kept:
-        typer.echo(f"repoinstall: error: {outcome.tree}: not removed: {outcome.reason}", err=True)
+        _log.say_error(f"{outcome.tree}: not removed: {outcome.reason}", exit_code=1, tree=outcome.tree)
     if kept:
         raise typer.Exit(1)
 
@@ -663,7 +670,7 @@ def doctor(*, opts: Options) -> None:
             typer.echo(f"{mark}  {finding.check}: {finding.result}{tail}")
     unsafe = [f for f in findings if not f.ok]
     if unsafe:
-        typer.echo(f"repoinstall: error: {root}: {unsafe[0].check}: {unsafe[0].consequence}", err=True)
+        _log.say_error(f"{root}: {unsafe[0].check}: {unsafe[0].consequence}", exit_code=1)
         raise typer.Exit(1)
 
 
@@ -891,7 +898,24 @@ def _command_name(info: "typer.models.CommandInfo") -> str:
 
 
 def main() -> None:
-    """Entry point: usage errors are one line and exit 2, like every other bad input."""
+    """Entry point: usage errors are one line and exit 2, like every other bad input. With ``--log-format json``
+    the last line on stderr is the event ``COMMAND.done`` with its exit code and seconds."""
+    import time
+
+    started = time.monotonic()
+    try:
+        _run()
+    except SystemExit as done:
+        if _log.json_lines():
+            code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+            command = next((a for a in sys.argv[1:] if not a.startswith("-")), "repoinstall")
+            seconds = round(time.monotonic() - started, 3)
+            _log.emit(f"{command}.done", "exit %d (%.1fs)", code, seconds, exit_code=code, seconds=seconds)
+        raise
+
+
+def _run() -> None:
+    """The command line, ended by sys.exit with its exit code."""
     import gc as collector
     import signal
 
@@ -914,10 +938,13 @@ def main() -> None:
     except RepoinstallError as error:  # raised outside a command's own handling (e.g. while reading options)
         if "--json" in args:
             _print_json({"error": str(error), "exit_code": error.exit_code})
-        typer.echo(f"repoinstall: error: {error}", err=True)
+        _log.say_error(str(error), exit_code=error.exit_code)
         sys.exit(error.exit_code)
     except (Abort, KeyboardInterrupt):  # click turns a Ctrl-C inside a command into Abort; one outside it is as is
-        typer.echo("repoinstall: interrupted", err=True)
+        if _log.json_lines():
+            _log.emit("interrupted", "interrupted", level=40, exit_code=130)
+        else:
+            typer.echo("repoinstall: interrupted", err=True)
         sys.exit(130)
     except TyperException as error:
         message = error.format_message() if hasattr(error, "format_message") else str(error)
@@ -946,11 +973,9 @@ def _internal_error(error: Exception, *, verbose: bool) -> NoReturn:
 
     from .._redact import redact_all as hide
 
-    if verbose:
+    if verbose and not _log.json_lines():
         typer.echo(hide("".join(traceback.format_exception(error))).rstrip(), err=True)
     first = str(error).splitlines()[0] if str(error) else ""
     detail = f": {hide(first)}" if first else ""
-    typer.echo(
-        f"repoinstall: error: internal error: {type(error).__name__}{detail} (run with -v for details)", err=True
-    )
+    _log.say_error(f"internal error: {type(error).__name__}{detail} (run with -v for details)", exit_code=1)
     sys.exit(1)

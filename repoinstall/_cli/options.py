@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 import typer
 
+from .. import _log
 from .._options import (
     HEARTBEAT,
     INDEX_TTL,
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
     from .._options import InstallOptions
 
 
+#: What --log-format takes: text lines as a person reads them, or one JSON object per line (docs/reference/json.md).
+LOG_FORMATS = ("text", "json")
+
+
 class Options(NamedTuple):
     """Every shared option's value; a command that does not take one gets its default (the API's)."""
 
@@ -43,6 +48,7 @@ class Options(NamedTuple):
     as_json: bool = False
     quiet: int = 0
     verbose: int = 0
+    log_format: str = "text"
     no_lock: bool = False
     stale_after: float = STALE_AFTER
     heartbeat: float = HEARTBEAT
@@ -155,6 +161,15 @@ DECLARED: dict[str, Any] = {
     "verbose": Annotated[
         int,
         typer.Option("-v", "--verbose", count=True, help="Print more: the installer's command line and output."),
+    ],
+    "log_format": Annotated[
+        str,
+        typer.Option(
+            "--log-format",
+            envvar="REPOINSTALL_LOG_FORMAT",
+            metavar="|".join(LOG_FORMATS),
+            help="How stderr's log lines are written: text, or json (one object per line, for a log collector).",
+        ),
     ],
     "no_lock": Annotated[
         bool,
@@ -463,7 +478,7 @@ DECLARED: dict[str, Any] = {
 }
 
 #: The sets commands take.
-OUTPUT = ("repo", "as_json", "quiet", "verbose")
+OUTPUT = ("repo", "as_json", "quiet", "verbose", "log_format")
 LOCKING = ("no_lock", "stale_after", "heartbeat", "wait_timeout")
 INSTALLING = (
     "install_timeout",
@@ -533,6 +548,8 @@ def repo_path(opts: Options, *, announce: bool) -> str:
     if repo is not None:
         return repo  # Layout refuses "" and "/" with one line
     path = default_repo()
-    if announce:
+    if announce and _log.json_lines():
+        _log.emit("repo.default", "using the default repo %s", path, path=path)
+    elif announce:
         typer.echo(f"repoinstall: using the default repo {path}", err=True)
     return path

@@ -1,5 +1,7 @@
-"""A one-line progress display on a terminal: which trees are installing and for how long, cropped to the
-terminal's width. rich draws it, imported when the first install starts: the warm path never pays for it."""
+"""A live progress display on a terminal: which trees are installing and for how long, and each phase under way
+(an installer's run, storing, compiling, a layer pulled or pushed, with its bytes), one line each, cropped to the
+terminal's width. rich draws it, imported when the first install or phase starts: the warm path never pays for
+it."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
+from .. import _log
+from .._redact import shown
 from .._results import Event
 
 if TYPE_CHECKING:
@@ -25,15 +29,30 @@ _drawing: Console | None = None
 
 
 class Progress:
-    """Redraws ``installing a==1, b==2 (4s)`` on stderr until every started install is done."""
+    """Redraws ``installing a==1, b==2 (4s)`` and a line per phase under way (``uv: a==1 (3s)``, ``pulling
+    sha256:0123abcd 1.2/4.5 MB (2s)``) on stderr until every started install and phase is done. It watches
+    the phases (see :mod:`repoinstall._events`) from when it is made until :meth:`close`."""
 
     def __init__(self, stream: TextIO = sys.stderr) -> None:
         self._stream = stream
         self._active: dict[str, float] = {}
+        self._phases: list[_log.Phase] = []
         # Events come from the installing threads, renders from rich's refresh thread: one guard for _active.
         self._guard = threading.Lock()
         self._live: Live | None = None
         self._frame = 0
+        _log.watch(self.phase)
+
+    def phase(self, change: _log.Change) -> None:
+        """A phase began or ended, on the thread running it."""
+        with self._guard:
+            if change.kind == "begin":
+                self._phases.append(change.phase)
+            elif change.phase in self._phases:
+                self._phases.remove(change.phase)
+            start = change.kind == "begin" and self._live is None
+        if start:
+            self._start()
 
     def __call__(self, event: Event) -> None:
         with self._guard:
@@ -64,22 +83,37 @@ class Progress:
     def render(self) -> Text:
         from rich.text import Text
 
+        now = time.monotonic()
         with self._guard:
             self._frame += 1
-            if not self._active:
-                return Text("")
-            oldest = min(self._active.values())
-            names = ", ".join(sorted(self._active))
-        line = f"{_FRAMES[self._frame % len(_FRAMES)]} installing {names} ({time.monotonic() - oldest:.0f}s)"
-        return Text(line, no_wrap=True, overflow="ellipsis")  # one line, cut with … at the terminal's width
+            frame = _FRAMES[self._frame % len(_FRAMES)]
+            lines = []
+            if self._active:
+                oldest = min(self._active.values())
+                lines.append(f"{frame} installing {', '.join(sorted(self._active))} ({now - oldest:.0f}s)")
+            lines += [f"{frame} {_shown(one, now)}" for one in self._phases]
+        # one line each, cut with … at the terminal's width
+        return Text("\n".join(lines), no_wrap=True, overflow="ellipsis")
 
     def close(self) -> None:
         global _drawing
+        _log.unwatch(self.phase)
         with self._guard:
             live, self._live = self._live, None
         if live is not None:
             _drawing = None
             live.stop()
+
+
+def _shown(phase: _log.Phase, now: float) -> str:
+    """A phase's line: what, how far (``1.2/4.5 MB``, when its total is bytes) and for how long."""
+    amount = ""
+    if phase.unit == "bytes" and phase.total:
+        amount = f" {phase.done / 1e6:.1f}/{phase.total / 1e6:.1f} MB"
+    elif phase.total:
+        amount = f" {phase.done}/{phase.total} {phase.unit}"
+    # Escaped: a label can quote what a peer wrote (a lock's holder note), which must not move the cursor.
+    return f"{shown(phase.label)}{amount} ({now - phase.started:.0f}s)"
 
 
 class ClearingHandler(logging.StreamHandler[TextIO]):

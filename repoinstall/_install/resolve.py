@@ -41,7 +41,7 @@ def resolve(options: InstallOptions, pins: Sequence[str], scratch: str, what: st
     env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
     command = _uv_command(options, source, scratch) if chosen.name == "uv" else _pip_command(options, source, scratch)
     try:
-        run(command, env, options.timeout, what, chosen.name, announce=False)
+        run(command, env, options.timeout, what, chosen.name, announce=False, doing="resolve")
     except InstallError as error:
         # Trees that cannot be resolved together (conflicting pins, say) are each resolved by their own install,
         # whose error, if any, is the one to show.

@@ -127,7 +127,7 @@ class TreeLocks:
             if unusable.kind in self._warned:
                 return
             self._warned.add(unusable.kind)
-        _log.logger().warning("%s", unusable.message)
+        _log.emit("lock.unusable", "%s", unusable.message, level=30)
 
 
 def take_and_run(

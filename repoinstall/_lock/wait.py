@@ -107,28 +107,39 @@ def wait_and_take(
     looks = 0
     last_try = -_RETRY
     logged, said = False, started
+    holder = ""  # who held it when last looked at, for the event that ends a wait that was said
+    drawn: _log.Phase | None = None  # the wait, once said, as a terminal draws it live
     while True:
         if clock.now() >= next_try:
             if lock.attempt():
-                return HELD
+                return _waited(HELD, "taken", lock, holder, clock.now() - started, drawn) if logged else HELD
             last_try = clock.now()
             suspect = lock.note_seen() and clock.now() - beat_moved > 2 * beat_every
             next_try = last_try + (beat_every if suspect else math.inf if lock.note_seen() else max(_RETRY, interval))
         if announce and not logged:
-            _log.logger().info("waiting for %s: %s", lock.path, lock.holder())
+            holder = lock.holder()
+            _log.logger().info("waiting for %s: %s", lock.path, holder)
             logged, said = True, clock.now()
+            drawn = _log.Phase("lock.waited", f"waiting for {lock.path}: {holder}", "", None, "")
+            _log.shown(drawn)  # the wait, live on a terminal
         elif announce and clock.now() - said >= _SAY_EVERY:
-            waited = clock.now() - started
-            _log.logger().info("still waiting for %s after %.0fs: %s", lock.path, waited, lock.holder())
+            waited, holder = clock.now() - started, lock.holder()
+            _log.logger().info("still waiting for %s after %.0fs: %s", lock.path, waited, holder)
             said = clock.now()
         if clock.now() >= deadline:
+            if logged:
+                _waited(HELD, "timed out", lock, holder, clock.now() - started, drawn)
             raise LockTimeout(f"gave up after {settings.wait_timeout:g}s waiting for {lock.path}: {lock.holder()}")
         clock.sleep(max(0.0, min(interval * (1 - jitter() / 4), next_beat - clock.now(), deadline - clock.now())))
         interval = min(_LOOK_MAX, interval * _LOOK_GROWTH)
         looks += 1
         released = not lock.note_seen()
         if ready is not None and (released or looks % _TREE_EVERY == 0) and ready():
-            return PEER_FINISHED
+            return (
+                _waited(PEER_FINISHED, "a peer finished", lock, holder, clock.now() - started, drawn)
+                if logged
+                else PEER_FINISHED
+            )
         if released:
             next_try = min(next_try, max(clock.now(), last_try + _RETRY))
         if clock.now() >= next_beat:
@@ -137,3 +148,26 @@ def wait_and_take(
                 beat, beat_moved = seen, clock.now()
             elif not released and clock.now() - beat_moved > 2 * beat_every:
                 next_try = min(next_try, clock.now())  # the touches stopped: let filelock judge the holder
+
+
+def _waited(
+    taken: Taken, outcome: str, lock: Contender, holder: str, seconds: float, drawn: _log.Phase | None
+) -> Taken:
+    """``taken``, once the event ending a wait that was said is logged (``lock.waited``): for how long, which lock,
+    how it ended (``outcome``) and who held it when last looked at; ``drawn``, the wait as a terminal shows it live,
+    ended. (A wait that raises, stopped, leaves its line until the command's display closes, as it ends.)"""
+    if drawn is not None:
+        _log.shown(drawn, ended=True)
+    _log.emit(
+        "lock.waited",
+        "waited %.1fs for %s (%s): %s",
+        seconds,
+        lock.path,
+        outcome,
+        holder,
+        seconds=round(seconds, 3),
+        lock=lock.path,
+        outcome=outcome,
+        holder=holder,
+    )
+    return taken

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
 
+from .. import _log
 from .._errors import InstallError, InvalidInput
 from .._redact import shown
 from .image import ACCEPT, DOCUMENT_LIMIT, Blob, digest_of
@@ -125,8 +126,15 @@ class Registry:
             self._call("PUT", url, ok=(201,), content=data, headers=headers)
         else:
             assert path is not None
-            with open(path, "rb") as handle:
-                self._call("PUT", url, ok=(201,), content=_chunks(handle), headers=headers, retry=False)
+            with (
+                open(path, "rb") as handle,
+                _log.phase(
+                    "push.layer", f"pushing {digest[:19]}", "pushed %s, %d bytes", digest, size, total=size,
+                    unit="bytes", registry=self.reference.host,
+                ) as pushing,
+            ):  # fmt: skip
+                sent = _chunks(handle, pushing.advance)
+                self._call("PUT", url, ok=(201,), content=sent, headers=headers, retry=False)
         self.uploaded += 1
         self.uploaded_bytes += size
         return True
@@ -166,7 +174,13 @@ class Registry:
         return True
 
     def _receive(self, response: httpx.Response, digest: str, size: int, out: str, what: str) -> None:
-        with open(out, "xb") as handle:
+        with (
+            open(out, "xb") as handle,
+            _log.phase(
+                "pull.layer", f"pulling {digest[:19]}", "pulled %s, %d bytes", digest, size, total=size,
+                unit="bytes", registry=self.reference.host,
+            ) as pulling,
+        ):  # fmt: skip
             sha = hashlib.sha256()
             count = 0
             pace = Pace(
@@ -180,6 +194,7 @@ class Registry:
                         raise Refused(f"{what}: blob {digest} is larger than the {size} bytes its manifest says")
                     sha.update(chunk)
                     handle.write(chunk)
+                    pulling.advance(len(chunk))
             except httpx.HTTPError as error:
                 dropped = RegistryError(f"registry {self.reference.host}: {_worded(error)}")
                 dropped.transient = not isinstance(error, httpx.TimeoutException)  # type: ignore[attr-defined]
@@ -413,10 +428,12 @@ class Pace:
             self.mark, self.since = now, 0
 
 
-def _chunks(handle: object) -> Iterator[bytes]:
+def _chunks(handle: object, sent: Callable[[int], None] | None = None) -> Iterator[bytes]:
     read = handle.read  # type: ignore[attr-defined]
     while chunk := read(_CHUNK):
         yield chunk
+        if sent is not None:
+            sent(len(chunk))  # once the client took it: what the live display counts as pushed
 
 
 def _origin(url: str) -> tuple[str, str]:

@@ -52,9 +52,10 @@ def test_every_option_that_takes_a_value_names_it_in_upper_case() -> None:
     typer's type names (``<str>``, ``<int>``); a lower-case alternative only where it is a value typed as it is."""
     from typer.core import TyperOption
 
+    from repoinstall._cli.options import LOG_FORMATS
     from repoinstall._options import INSTALLERS
 
-    literal = {*INSTALLERS, ":all:", ":none:"}
+    literal = {*INSTALLERS, *LOG_FORMATS, ":all:", ":none:"}
     checked = 0
     for name, command in typer.main.get_command(app).commands.items():  # type: ignore[attr-defined]
         for param in command.params:

@@ -109,7 +109,8 @@ LAYERS = [
     # values and leaf helpers: the version, hiding credentials, settings, results, errors, logging, URLs, pip's
     # configuration, text files, stopping installs and the worker threads that stop as one
     {
-        *("_version", "_redact", "_errors", "_results", "_options", "_log", "_urls", "_textfile", "_pipconfig"),
+        *("_version", "_redact", "_errors", "_results", "_options", "_log", "_events", "_urls", "_textfile"),
+        "_pipconfig",
         *("_stop", "_batch", "_formats"),
     },
     {"_disk"},  # the repo on disk: layout, fs, identity, manifest, the check

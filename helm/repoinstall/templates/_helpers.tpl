@@ -142,6 +142,8 @@ appear here: they come from a Secret through the environment (PIP_INDEX_URL, NET
   value: {{ .Values.install.jobs | quote }}
 - name: REPOINSTALL_INSTALLER
   value: {{ .Values.install.installer | quote }}
+- name: REPOINSTALL_LOG_FORMAT
+  value: {{ .Values.logFormat | quote }}
 - name: REPOINSTALL_INDEX_TTL
   value: {{ .Values.index.cacheTtl | quote }}
 - name: REPOINSTALL_REFRESH

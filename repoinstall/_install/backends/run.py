@@ -15,7 +15,7 @@ import subprocess
 import time
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from ... import _stop
+from ... import _log, _stop
 from ..._disk.manifest import Artifact
 from ..._errors import ArtifactGone, InstallError, Interrupted
 from ..._options import InstallOptions
@@ -135,8 +135,11 @@ def install(
     from ..._disk.dists import hashing_meanwhile
     from ..._store.bytecode import hash_based
 
-    with hashing_meanwhile(target, hashed):  # what the store's check will hash, hashed while the compile runs
-        hash_based(target, options.python, hashed=hashed)
+    with (
+        hashing_meanwhile(target, hashed),  # what the store's check will hash, hashed while the compile runs
+        _log.phase("compile.done", f"compiling {what}", "compiled %s", what, what=what) as compiling,
+    ):
+        compiling.figures["files"] = hash_based(target, options.python, hashed=hashed)
     artifacts = chosen.closure(target, requested, scratch)
     if requested.locked:
         # What a pinned install was told to take, for what the installer did not report itself.
@@ -180,6 +183,7 @@ def run(
     announce: bool = True,
     pinned: bool = False,
     sources: tuple[str, ...] = (),
+    doing: str = "installer",
 ) -> None:
     """Run the installer, bounded by ``timeout``; an :class:`InstallError` with the tail of its output on failure.
     With ``-v``, its command line and its whole output are logged (credentials in URLs hidden).
@@ -187,10 +191,10 @@ def run(
     Once this thread's batch or the process is stopping (see :mod:`repoinstall._stop`), no installer starts and a
     running one is killed: :class:`Interrupted`, and the caller's staging dir and lock are cleaned up as for any
     failure. ``sources``: the indexes and find-links the installer reads, named (credentials hidden) when it
-    crashes on what one of them answered."""
+    crashes on what one of them answered. ``doing``: the phase it is, for its event (``installer.done``, or
+    ``resolve.done`` for a run that only resolves) and the live display."""
     import shlex
 
-    from ... import _log
     from ..._redact import redact_all
 
     _stop.check()
@@ -205,8 +209,17 @@ def run(
     except OSError as error:
         raise InstallError(f"{what}: cannot run {cmd[0]}: {error.strerror}") from None
     _stop.started(proc)  # from here a stop kills it (and if one came meanwhile, it is killed now)
+    if doing == "resolve":  # with -v only: the install that follows says its own line
+        running = _log.phase(
+            "resolve.done", f"resolving {what}", "%s resolved %s", installer, what, level=10, what=what,
+            installer=installer,
+        )  # fmt: skip
+    else:
+        running = _log.phase(
+            "installer.done", f"{installer}: {what}", "%s ran for %s", installer, what, what=what, installer=installer
+        )
     try:
-        with proc:
+        with proc, running:
             try:
                 output_bytes, _ = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:

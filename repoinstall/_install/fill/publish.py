@@ -60,13 +60,20 @@ def into_store(
     """Split an installer's run at ``target`` by RECORD (into ``scratch``) and publish each of ``dists`` the store
     does not hold whole; where each one's split dir was (gone once published), and those this call published.
     ``hashed``: what the install hashed of its own files, kept and added to (see :func:`publish`)."""
-    made = split(target, os.path.join(scratch, "split"))
-    staged = {dist: _staged_of(made, dist) for dist in dists}
-    stored = []
-    for dist in dists:
-        if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
-            publish(layout, dist, staged[dist], hashed)
-            stored.append(dist)
+    label = f"storing {len(dists)} distribution(s)"
+    total = len(dists)
+    with _log.phase(
+        "store.done", label, "stored %d distribution(s)", total, total=total, unit="distributions"
+    ) as storing:
+        made = split(target, os.path.join(scratch, "split"))
+        staged = {dist: _staged_of(made, dist) for dist in dists}
+        stored = []
+        for dist in dists:
+            if not fit(layout, dist):  # else the same artifact's files, stored before: this copy goes
+                publish(layout, dist, staged[dist], hashed)
+                stored.append(dist)
+            storing.advance(1)
+        storing.figures["new"] = len(stored)
     return staged, stored
 
 
