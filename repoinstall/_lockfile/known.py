@@ -1,0 +1,179 @@
+"""Which tree a lock file named last time: a per-user hint that lets a warm ``ensure -r LOCK`` parse nothing.
+
+A lock file's tree is named for the closure it resolves to (:meth:`repoinstall._choose.Chooser.pinned`), which
+takes parsing the file (TOML or pip's requirements grammar), evaluating its markers and wheel tags and, for
+hashed requirements, finding each pin's artifact in the index cache. Once an ensure has named the tree of a file,
+:func:`remember` keeps that name in the user's cache directory (``~/.cache/repoinstall/lock-trees/``, as the
+environment tag is kept) under a key of everything the name was derived from:
+
+- the sha256 of the file's exact bytes (any change, one byte or a line ending, misses);
+- the environment: its tag, the fingerprint of the interpreter build it is derived from, and the kernel's
+  ``uname`` (markers such as ``platform_release`` read it);
+- the PEP 751 extras and dependency groups chosen;
+- the options that choose artifacts: :class:`~repoinstall._options.InstallOptions` but for its timeout and cache
+  directory, whether the index is asked for artifacts at all (not with ``--from``), and every ``PIP_*`` variable
+  (pip's configuration names indexes too);
+- this release of repoinstall and the way names are derived (:data:`_DERIVATION`).
+
+The key is hashed: no index URL or credential is written. Per user, not in the shared repo: an entry there would
+let anyone who may write the repo point another user's lock file at a tree of their choosing, unseen by
+``verify``; the user's own cache is as trusted as the rest of their home. A pod with an empty home parses its
+lock file once, as before, and every later ensure in it reads the hint.
+
+An entry is only a hint. :func:`look` answers the name it holds; the caller then checks that tree as the warm
+path checks any tree (its record and the METADATA it names) and, if it is not there, reads the file as if there
+were no entry, so a stale entry never skips an install. An entry that is not exactly the JSON :func:`remember`
+writes, whose key is not the one asked for (a copy of another file's entry) or whose name is not a lock tree's is
+ignored. Nothing here raises for a cache that cannot be read or written (a read-only home): that only means
+parsing each time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
+
+from .._disk import envtag
+from .._disk.identity import TreeKind, kind_of
+
+if TYPE_CHECKING:
+    from .._options import InstallOptions
+
+#: Part of every key: bump it when what names a lock file's tree changes (so no entry of the former way is used).
+_DERIVATION = 1
+#: The cache directory's subdirectory of entries, one file per key.
+_ENTRIES = "lock-trees"
+#: A requirements file that includes another (``-r``/``-c``, also written ``-rfile`` or ``--requirement=file``):
+#: its bytes do not cover what it installs, so it is never remembered.
+_INCLUDES = re.compile(r"(?:^|\s)(?:-[rc]|--requirement|--constraint)", re.MULTILINE)
+_MAX_ENTRY = 4096
+
+
+class Hint(NamedTuple):
+    """A lock file as read for its key: the name an earlier ensure gave its tree (``None``: none known)."""
+
+    path: str
+    #: Hex sha256 of the key (see the module's docstring).
+    key: str
+    #: The file's bytes and ``(device, inode, size, mtime, ctime)`` when they were read.
+    data: bytes
+    signature: tuple[int, int, int, int, int]
+    tree: str | None
+
+
+def look(
+    path: str,
+    *,
+    env: str,
+    install: InstallOptions | None,
+    look_up_artifacts: bool = True,
+    extras: Iterable[str] = (),
+    groups: Iterable[str] | None = None,
+) -> Hint | None:
+    """The file at ``path`` read once and keyed, with the tree name remembered for that key if any; ``None`` if
+    the file cannot be read as a lock file is (the full read says why)."""
+    from .._errors import RequirementsFileError
+    from .._textfile import read_bytes
+
+    try:
+        data, info = read_bytes(path, "lock file")
+    except RequirementsFileError:
+        return None
+    key = _key(data, env, install, look_up_artifacts, extras, groups)
+    return Hint(path, key, data, _signature(info), _entry(key))
+
+
+def remember(hint: Hint, tree: str) -> None:
+    """Keep ``tree`` as the name of the tree of ``hint``'s file, if the file still holds the bytes that were read
+    (so the name was derived from those bytes: a write in between changes the ctime, which no user can set back,
+    or the bytes) and includes no other file. Written whole or not at all: a temporary file renamed over the
+    entry, so a reader sees the former entry or this one, never a mix; concurrent writers of one key write the
+    same name (it derives from the same inputs), and the last rename wins."""
+    if hint.tree == tree or kind_of(tree) is not TreeKind.LOCKED or _INCLUDES.search(_text(hint.data)):
+        return
+    from .._errors import RequirementsFileError
+    from .._textfile import read_bytes
+
+    try:
+        data, info = read_bytes(hint.path, "lock file")
+    except RequirementsFileError:
+        return
+    if data != hint.data or _signature(info) != hint.signature:
+        return  # changed while it was read: the name may be of other bytes
+    directory = os.path.join(envtag.user_cache_dir(), _ENTRIES)
+    entry = os.path.join(directory, hint.key)
+    temporary = f"{entry}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    with contextlib.suppress(OSError):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump({"key": hint.key, "tree": tree}, handle)
+            os.replace(temporary, entry)  # the commit point
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+
+def _entry(key: str) -> str | None:
+    """The tree name the entry of ``key`` holds, if it is a well-formed entry of that key naming a lock tree."""
+    try:
+        fd = os.open(os.path.join(envtag.user_cache_dir(), _ENTRIES, key), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        raw = os.read(fd, _MAX_ENTRY + 1)
+        entry = json.loads(raw) if len(raw) <= _MAX_ENTRY else None
+    except (OSError, ValueError):  # ValueError: not JSON, not UTF-8 (a FIFO or device reads nothing here)
+        return None
+    finally:
+        os.close(fd)
+    if not isinstance(entry, dict) or set(entry) != {"key", "tree"} or entry["key"] != key:
+        return None
+    tree = entry["tree"]
+    return tree if isinstance(tree, str) and kind_of(tree) is TreeKind.LOCKED else None
+
+
+def _key(
+    data: bytes,
+    env: str,
+    install: InstallOptions | None,
+    look_up_artifacts: bool,
+    extras: Iterable[str],
+    groups: Iterable[str] | None,
+) -> str:
+    import hashlib
+
+    from .._disk.identity import canonical_name
+    from .._version import __version__
+
+    options = None
+    if install is not None:  # the timeout and the installers' cache choose no artifact
+        options = repr(install._replace(timeout=0.0, cache_dir=None, file_index=None))
+    material = {
+        "derivation": _DERIVATION,
+        "release": __version__,
+        "bytes": hashlib.sha256(data).hexdigest(),
+        "env": env,
+        "interpreter": envtag.fingerprint(),
+        "uname": list(os.uname()),
+        "extras": sorted({canonical_name(extra) for extra in extras}),
+        "groups": None if groups is None else sorted(set(groups)),
+        "options": options,
+        "artifacts": look_up_artifacts,
+        "pip": sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_")),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def _signature(info: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
