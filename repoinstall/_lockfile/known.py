@@ -150,11 +150,11 @@ def _key(
     import hashlib
 
     from .._disk.identity import canonical_name
+    from .._options import InstallOptions
     from .._version import __version__
 
-    options = None
-    if install is not None:  # the timeout and the installers' cache choose no artifact
-        options = repr(install._replace(timeout=0.0, cache_dir=None, file_index=None))
+    # The timeout and the installers' cache choose no artifact.
+    options = repr((install or InstallOptions())._replace(timeout=0.0, cache_dir=None, file_index=None))
     material = {
         "derivation": _DERIVATION,
         "release": __version__,
