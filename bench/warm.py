@@ -138,7 +138,9 @@ HEAVY = {"httpx", "filelock", "pip", "httpcore", "rich", "concurrent", "distribu
 
 def imported(argv: list[str]) -> set[str]:
     """The modules a Python run imports (``python -X importtime``); ``argv`` from the interpreter's arguments on."""
-    done = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], env=bench_env(), capture_output=True, text=True, check=True
+    )
     lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
     return {line.rpartition("|")[2].strip() for line in lines[1:]}  # the first is the header
 

@@ -184,3 +184,29 @@ def test_two_tools_locks_of_one_set_name_one_tree(tmp_path: Path, wheels: Path) 
     assert [r.parsed() == [] for r in runs] == [False, False, True, True]
     assert {json.loads(e.read_text())["tree"] for e in entries(tmp_path)} == {Path(runs[0].path).parent.name}
     assert len(entries(tmp_path)) == 2
+
+
+#: ``Repo.ensure_lock`` (and ``aensure_lock``) in a new interpreter: the action, the path and which parsers it loaded.
+API = """
+import asyncio, json, sys
+from repoinstall import Repo
+with Repo(sys.argv[1]) as repo:
+    done = repo.ensure_lock(sys.argv[2]) if sys.argv[3] == "sync" else asyncio.run(repo.aensure_lock(sys.argv[2]))
+print(json.dumps([done.action, done.path, [m for m in sys.argv[4:] if m in sys.modules]]))
+"""
+
+
+@pytest.mark.parametrize("call", ["sync", "async"])
+def test_the_api_remembers_too(tmp_path: Path, wheels: Path, call: str) -> None:
+    lock = pip_lock(wheels, tmp_path / "pylock.toml", "app==1.0")
+    runs = []
+    for _ in range(2):
+        command = [sys.executable, "-c", API, str(tmp_path / "repo"), str(lock), call, *PARSERS]
+        done = subprocess.run(command, env=env_for(tmp_path), capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout))
+    (first_action, first_path, first_parsers), (action, path, parsers) = runs
+    assert (first_action, action, path) == ("installed", "present", first_path)
+    assert "repoinstall._lockfile.pylock" in first_parsers and parsers == []
+    # The CLI reads the same entry.
+    assert Ran(tmp_path, tmp_path / "repo", lock).parsed() == []
