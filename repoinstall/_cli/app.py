@@ -240,6 +240,8 @@ def _collect(
 
 def _read(path: str, require_hashes: bool, install: "InstallOptions | None") -> "list[Requested]":
     """A file's requirements: a lock file's one request, or its lines'."""
+    # Deferred, here and in Repo: the parsers (tomllib, pip's grammar, markers, wheel tags, the index for hashed
+    # pins' artifacts) load only when a file is parsed, which a lock file whose remembered tree is there never is.
     from .._lockfile.request import read
 
     found = read(path, require_hashes=require_hashes, install=install)
