@@ -52,6 +52,11 @@ _ENTRIES = "lock-trees"
 #: its bytes do not cover what it installs, so it is never remembered.
 _INCLUDES = re.compile(r"(?:^|\s)(?:-[rc]|--requirement|--constraint)", re.MULTILINE)
 _MAX_ENTRY = 4096
+#: A file's digest is remembered in the process only if its ctime was this old when it was read (see :func:`look`).
+_SETTLED_NS = 2_000_000_000
+_MEMO_SIZE = 64
+#: (path, working directory for a relative one) -> the file's signature and digest when read (see :func:`look`).
+_digests: dict[tuple[str, str], tuple[tuple[int, int, int, int, int], str]] = {}
 #: Files this small are hashed by CPython's own sha256 (see :func:`sha256`).
 _OWN_SHA256_BELOW = 1 << 20
 
@@ -62,8 +67,8 @@ class Hint(NamedTuple):
     path: str
     #: Hex sha256 of the key (see the module's docstring).
     key: str
-    #: The file's bytes and ``(device, inode, size, mtime, ctime)`` when they were read.
-    data: bytes
+    #: Hex sha256 of the file's bytes, and its ``(device, inode, size, mtime, ctime)`` when they were read.
+    digest: str
     signature: tuple[int, int, int, int, int]
     tree: str | None
 
@@ -78,16 +83,37 @@ def look(
     groups: Iterable[str] | None = None,
 ) -> Hint | None:
     """The file at ``path`` read once and keyed, with the tree name remembered for that key if any; ``None`` if
-    the file cannot be read as a lock file is (the full read says why)."""
-    from .._errors import RequirementsFileError
-    from .._textfile import read_bytes
+    the file cannot be read as a lock file is (the full read says why).
 
+    Asked again in this process for a file unchanged since (the same device, inode, size, mtime and ctime: any
+    write changes the ctime, which no user can set back), its digest is taken from memory after one ``stat``, as
+    :mod:`.read` remembers a parsed lock; only for a file whose ctime was over :data:`_SETTLED_NS` old when it
+    was read, so two writes within one tick of a coarse ctime clock cannot both look unchanged."""
+    import time
+
+    where = (path, "" if path.startswith("/") else os.getcwd())
     try:
-        data, info = read_bytes(path, "lock file")
-    except RequirementsFileError:
-        return None
-    key = _key(data, env, install, look_up_artifacts, extras, groups)
-    return Hint(path, key, data, _signature(info), _entry(key))
+        signature = _signature(os.stat(path))
+    except OSError:
+        return None  # the full read says why
+    memo = _digests.get(where)
+    if memo is not None and memo[0] == signature:
+        digest = memo[1]
+    else:
+        from .._errors import RequirementsFileError
+        from .._textfile import read_bytes
+
+        try:
+            data, info = read_bytes(path, "lock file")
+        except RequirementsFileError:
+            return None
+        digest, signature = sha256(data), _signature(info)
+        if time.time_ns() - info.st_ctime_ns > _SETTLED_NS:
+            if len(_digests) >= _MEMO_SIZE:
+                del _digests[next(iter(_digests))]
+            _digests[where] = (signature, digest)
+    key = _key(digest, env, install, look_up_artifacts, extras, groups)
+    return Hint(path, key, digest, signature, _entry(key))
 
 
 def remember(hint: Hint, tree: str) -> None:
@@ -96,7 +122,7 @@ def remember(hint: Hint, tree: str) -> None:
     or the bytes) and includes no other file. Written whole or not at all: a temporary file renamed over the
     entry, so a reader sees the former entry or this one, never a mix; concurrent writers of one key write the
     same name (it derives from the same inputs), and the last rename wins."""
-    if hint.tree == tree or kind_of(tree) is not TreeKind.LOCKED or _INCLUDES.search(_text(hint.data)):
+    if hint.tree == tree or kind_of(tree) is not TreeKind.LOCKED:
         return
     from .._errors import RequirementsFileError
     from .._textfile import read_bytes
@@ -105,8 +131,10 @@ def remember(hint: Hint, tree: str) -> None:
         data, info = read_bytes(hint.path, "lock file")
     except RequirementsFileError:
         return
-    if data != hint.data or _signature(info) != hint.signature:
-        return  # changed while it was read: the name may be of other bytes
+    if sha256(data) != hint.digest or _signature(info) != hint.signature:
+        return  # changed since it was read: the name may be of other bytes
+    if _INCLUDES.search(data.decode("utf-8", "replace")):
+        return
     directory = os.path.join(envtag.user_cache_dir(), _ENTRIES)
     entry = os.path.join(directory, hint.key)
     temporary = f"{entry}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
@@ -143,7 +171,7 @@ def _entry(key: str) -> str | None:
 
 
 def _key(
-    data: bytes,
+    digest: str,
     env: str,
     install: InstallOptions | None,
     look_up_artifacts: bool,
@@ -159,7 +187,7 @@ def _key(
     material = {
         "derivation": _DERIVATION,
         "release": __version__,
-        "bytes": sha256(data),
+        "bytes": digest,
         "env": env,
         "interpreter": envtag.fingerprint(),
         "uname": list(os.uname()),
@@ -191,7 +219,3 @@ def sha256(data: bytes) -> str:
 
 def _signature(info: os.stat_result) -> tuple[int, int, int, int, int]:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-
-
-def _text(data: bytes) -> str:
-    return data.decode("utf-8", "replace")

@@ -153,3 +153,28 @@ def test_an_unwritable_cache_is_only_a_miss(tmp_path: Path, monkeypatch: pytest.
     lock.write_text(LOCK)
     known.remember(look(lock), TREE)
     assert look(lock).tree is None
+
+
+def test_an_unchanged_file_is_hashed_once_per_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from repoinstall import _textfile
+
+    reads: list[str] = []
+    read_bytes = _textfile.read_bytes
+
+    def counted(path: str, what: str) -> tuple[bytes, os.stat_result]:
+        reads.append(path)
+        return read_bytes(path, what)
+
+    monkeypatch.setattr(_textfile, "read_bytes", counted)
+    monkeypatch.setattr(known, "_digests", {})
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(LOCK)
+    known.remember(look(lock), TREE)
+    reads.clear()
+    look(lock), look(lock)
+    assert len(reads) == 2  # just written: its ctime may not have moved on for the next write, so read each time
+    monkeypatch.setattr(known, "_SETTLED_NS", -1)  # as a file written long before
+    first, again = look(lock), look(lock)
+    assert len(reads) == 3 and first == again and again.tree == TREE
+    lock.write_text(LOCK + " ")
+    assert look(lock).tree is None and len(reads) == 4  # a write: read again
