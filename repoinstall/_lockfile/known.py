@@ -120,8 +120,9 @@ def remember(hint: Hint, tree: str) -> None:
     """Keep ``tree`` as the name of the tree of ``hint``'s file, if the file still holds the bytes that were read
     (so the name was derived from those bytes: a write in between changes the ctime, which no user can set back,
     or the bytes) and includes no other file. Written whole or not at all: a temporary file renamed over the
-    entry, so a reader sees the former entry or this one, never a mix; concurrent writers of one key write the
-    same name (it derives from the same inputs), and the last rename wins."""
+    entry, so a reader sees the former entry or this one, never a mix; concurrent writers of one key each write a
+    name derived from the same bytes (two repos may hold the same closure under its former name and its new one),
+    and the last rename wins."""
     if hint.tree == tree or kind_of(tree) is not TreeKind.LOCKED:
         return
     from .._errors import RequirementsFileError
