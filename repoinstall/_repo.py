@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from ._disk.inway import Obstacle
     from ._disk.manifest import TreeEntry
+    from ._lockfile.known import Hint
     from ._oci.pull import Source
     from ._oci.push import Pushed
     from ._oci.reference import Reference
@@ -292,13 +293,57 @@ class Repo:
         ``uv pip compile --generate-hashes``' output). The tree holds exactly the packages the lock names for this
         environment, each from the artifact it names, every hash checked, nothing resolved; it is keyed by that
         set of (name, version, hash), so files with the same content here share it. Anything else (a requirements
-        file not fully hashed, a malformed lock): :class:`RequirementsFileError` saying why (exit 2)."""
-        return self.ensure(_lock_request(path, self._install_options))
+        file not fully hashed, a malformed lock): :class:`RequirementsFileError` saying why (exit 2).
+
+        Once a file's tree is named, the name is remembered per user under the file's exact bytes and this
+        environment (see :mod:`repoinstall._lockfile.known`): asked again, the file is read once and hashed, and
+        if that tree is there (checked as any tree is), nothing is parsed."""
+        hint = self._lock_hint(path)
+        if (known := self._settled_lock(hint)) is not None:
+            return known
+        result = self.ensure(_lock_request(path, self._install_options))
+        self._remember_lock(hint, result)
+        return result
 
     async def aensure_lock(self, path: str) -> EnsureResult:
         """:meth:`ensure_lock` for asyncio: the file read and its artifacts found on the repo's own threads, as
         :meth:`aensure` runs the rest. Cancelling it: as :meth:`aensure`."""
-        return await self.aensure(await self._off_loop(partial(_lock_request, path, self._install_options)))
+        hint = await self._off_loop(partial(self._lock_hint, path))
+        if (known := await self._off_loop(partial(self._settled_lock, hint))) is not None:
+            return known
+        result = await self.aensure(await self._off_loop(partial(_lock_request, path, self._install_options)))
+        await self._off_loop(partial(self._remember_lock, hint, result))
+        return result
+
+    def _lock_hint(self, path: str) -> Hint | None:
+        """The lock file at ``path`` read for its key, with the tree an earlier ensure named for it, if any."""
+        from ._lockfile.known import look
+
+        return look(
+            path, env=self.env, install=self._install_options, look_up_artifacts=self._chooser.look_up_artifacts
+        )
+
+    def _settled_lock(self, hint: Hint | None) -> EnsureResult | None:
+        """The result for ``hint``'s file if the tree remembered for it is there (the warm check: its record and the
+        METADATA it names), else ``None``: then the file is read and its tree chosen as if nothing were
+        remembered, so a stale or wrong entry never skips an install."""
+        if hint is None or hint.tree is None:
+            return None
+        from packaging.version import Version
+
+        try:
+            tid = TreeId(self.env, hint.tree, Version("1"))
+        except RepoinstallError:
+            return None  # a name no tree can have (too long): the entry is ignored
+        requested = Requested(os.path.abspath(hint.path), tid.name, (), tid.version, source=hint.path)
+        return self._ensurer.settle(requested, tid)
+
+    def _remember_lock(self, hint: Hint | None, result: EnsureResult | RepoinstallError) -> None:
+        """Remember the tree ``result`` names for ``hint``'s file (see :func:`repoinstall._lockfile.known.remember`)."""
+        if hint is not None and isinstance(result, EnsureResult) and result.path is not None:
+            from ._lockfile.known import remember
+
+            remember(hint, result.name)
 
     async def aensure(self, requested: Requested | str) -> EnsureResult:
         """:meth:`ensure` for asyncio. Nothing that blocks runs on the event loop: the index is asked with

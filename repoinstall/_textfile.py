@@ -47,8 +47,18 @@ def read_text(path: str, what: str) -> str:
     Opened non-blocking and checked with fstat before any read, so a FIFO, socket or device is refused instead of
     blocking or streaming forever. A UTF-8 byte-order mark is dropped, as pip does.
     """
+    data, _ = read_bytes(path, what)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise RequirementsFileError(f"{path}: {what} is not UTF-8 text") from None
+
+
+def read_bytes(path: str, what: str) -> tuple[bytes, os.stat_result]:
+    """The file's bytes, as :func:`read_text` reads them, and its ``fstat`` from before the read."""
     fd = _open_regular(path, what)
     try:
+        info = os.fstat(fd)
         chunks: list[bytes] = []
         size = 0
         while chunk := os.read(fd, min(1 << 20, MAX_BYTES + 1 - size)):
@@ -60,10 +70,7 @@ def read_text(path: str, what: str) -> str:
         raise RequirementsFileError(f"{path}: cannot read {what}: {error.strerror}") from None
     finally:
         os.close(fd)
-    try:
-        return b"".join(chunks).decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise RequirementsFileError(f"{path}: {what} is not UTF-8 text") from None
+    return b"".join(chunks), info
 
 
 def write_text(path: str, text: str) -> None:

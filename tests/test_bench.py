@@ -35,6 +35,13 @@ def test_warm_benchmark_runs_and_warm_cli_imports_nothing_heavy() -> None:
     assert float(ms) > 0 and float(ratio) > 0 and goal == "1.30" and float(before) > 0, row
     assert 0 < int(ours) < int(modules), row
     assert "heavy modules imported on the warm CLI path: none" in done.stdout, done.stdout
+    # The warm ensure -r of a pylock.toml and of a hashed requirements file, in pairs beside the typer import.
+    for label in ("-r pylock.toml ", "-r requirements.txt ", "10 specs "):
+        (row,) = [line for line in done.stdout.splitlines() if line.startswith(label)]
+        ms, typer_ms, ratio, spread, goal, before, ours = row.removeprefix(label).split()
+        assert float(ms) > 0 and float(typer_ms) > 0 and float(ratio) > 0 and "-" in spread and goal == "1.30", row
+        assert float(before) > 1 and int(ours) > 0, row
+    assert "lock file parsers imported on these warm runs: none" in done.stdout, done.stdout
 
 
 def test_resolution_benchmark_runs_and_the_fleet_asks_once_per_package() -> None:

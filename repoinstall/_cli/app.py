@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import logging
 
     from .._disk.manifest import TreeEntry
+    from .._lockfile.known import Hint
     from .._oci.push import Pushed
     from .._options import InstallOptions
     from .._requirements import Requested
@@ -125,11 +126,17 @@ def _ensure_cli(
         _fail("nothing to ensure: give SPEC arguments or -r FILE", 2)
     if opts.push_after and not opts.from_registry:
         _fail("--push pushes to the registry --from names: give --from HOST[:PORT]/REPOSITORY", 2)
+    install = opts.install_options()
+    # Each -r file is read once for its key (see _lockfile.known): one whose tree an earlier ensure named is parsed
+    # only if that tree is not there; the others are parsed here, so bad input fails before the repo is touched.
+    hints = _lock_hints(requirement or [], install, opts.from_registry is None)
     try:
         # Files that list nothing (comments only) are fine: an init container for an empty list is a no-op.
-        wanted = _collect(
-            specs or [], requirement or [], require_hashes=opts.require_hashes, install=opts.install_options()
-        )
+        wanted = _collect(specs or [], [], require_hashes=opts.require_hashes)
+        read: list[list[Requested] | Hint] = [
+            hint if hint is not None and hint.tree is not None else _read(path, opts.require_hashes, install)
+            for path, hint in zip(requirement or [], hints, strict=True)
+        ]
     except RepoinstallError as error:
         _fail(error)
     progress = None
@@ -143,15 +150,8 @@ def _ensure_cli(
         if push_to is not None:
             settings["registry"] = opts.registry_settings()
         with Repo(path, on_event=progress, **settings) as store:
-            # A lock file is one tree already, exactly as locked: --together sets the other specs only.
-            plain = [one for one in wanted if not one.locked]
-            if opts.together and len(plain) > 1:
-                locks = [one for one in wanted if one.locked]
-                outcomes = [_together(store, plain), *store.ensure_all(locks, return_exceptions=True)]
-                # One outcome for the set: what was asked, as one entry, is every spec.
-                wanted = [plain[0]._replace(text=" ".join(one.text for one in plain)), *locks]
-            else:
-                outcomes = store.ensure_all(wanted, return_exceptions=True)
+            wanted, known, origins = _gathered(store, wanted, read, hints, opts.require_hashes, install)
+            wanted, outcomes = _ensured(store, wanted, known, origins, opts.together)
             if push_to is not None and pushed is not None:
                 from .._oci.reference import Reference
 
@@ -165,6 +165,64 @@ def _ensure_cli(
         if progress is not None:
             progress.close()
     return wanted, store.path, store.env, outcomes
+
+
+def _gathered(
+    store: Repo,
+    wanted: "list[Requested]",
+    read: "list[list[Requested] | Hint]",
+    hints: "list[Hint | None]",
+    require_hashes: bool,
+    install: "InstallOptions",
+) -> "tuple[list[Requested], dict[int, EnsureResult], dict[int, Hint]]":
+    """Every request in order, the specs' then each file's; by index in it, the result of each file whose
+    remembered tree is there (nothing parsed), and the hint of each lock file that was parsed (to remember its
+    tree once ensured)."""
+    known: dict[int, EnsureResult] = {}
+    origins: dict[int, Hint] = {}
+    for one, hint in zip(read, hints, strict=True):
+        if isinstance(one, list):
+            requests = one
+        else:
+            if (settled := store._settled_lock(one)) is not None:
+                known[len(wanted)] = settled
+                wanted.append(_known_request(one, settled))
+                continue
+            try:
+                requests = _read(one.path, require_hashes, install)  # its tree is not there: parsed after all
+            except RepoinstallError as error:
+                _fail(error)
+        if hint is not None and len(requests) == 1 and requests[0].locked:
+            origins[len(wanted)] = hint
+        wanted.extend(requests)
+    return wanted, known, origins
+
+
+def _ensured(
+    store: Repo,
+    wanted: "list[Requested]",
+    known: dict[int, EnsureResult],
+    origins: "dict[int, Hint]",
+    together: bool,
+) -> "tuple[list[Requested], list[EnsureResult | RepoinstallError]]":
+    """What was asked and each outcome, in order: the ``known`` results as they are, the rest ensured (the plain
+    specs as one set with ``together``); each parsed lock file's tree remembered for its hint."""
+    # A lock file is one tree already, exactly as locked: --together sets the other specs only.
+    plain = [one for index, one in enumerate(wanted) if not one.locked and index not in known]
+    order = list(range(len(wanted)))
+    the_set = None
+    if together and len(plain) > 1:
+        the_set = _together(store, plain)
+        order = [index for index, one in enumerate(wanted) if one.locked or index in known]
+    ensured = iter(store.ensure_all([wanted[i] for i in order if i not in known], return_exceptions=True))
+    outcomes = [known[i] if i in known else next(ensured) for i in order]
+    for index, hint in origins.items():
+        store._remember_lock(hint, outcomes[order.index(index)])
+    if the_set is None:
+        return wanted, outcomes
+    # One outcome for the set: what was asked, as one entry, is every spec.
+    merged = plain[0]._replace(text=" ".join(one.text for one in plain))
+    return [merged, *(wanted[i] for i in order)], [the_set, *outcomes]
 
 
 def _collect(
@@ -181,14 +239,38 @@ def _collect(
             f"--require-hashes: {wanted[0].text} has no hash (a spec on the command line cannot carry one); "
             "give a requirements file with --hash lines, or a pylock.toml"
         )
-    if not files:
-        return wanted
+    for path in files:
+        wanted.extend(_read(path, require_hashes, install))
+    return wanted
+
+
+def _read(path: str, require_hashes: bool, install: "InstallOptions | None") -> "list[Requested]":
+    """A file's requirements: a lock file's one request, or its lines'."""
+    # Deferred, here and in Repo: the parsers (tomllib, pip's grammar, markers, wheel tags, the index for hashed
+    # pins' artifacts) load only when a file is parsed, which a lock file whose remembered tree is there never is.
     from .._lockfile.request import read
 
-    for path in files:
-        found = read(path, require_hashes=require_hashes, install=install)
-        wanted.extend(found if isinstance(found, list) else [found])
-    return wanted
+    found = read(path, require_hashes=require_hashes, install=install)
+    return found if isinstance(found, list) else [found]
+
+
+def _lock_hints(files: list[str], install: "InstallOptions", look_up_artifacts: bool) -> "list[Hint | None]":
+    """Each file read for its key, with the tree an earlier ensure named for it (see :mod:`.._lockfile.known`), as
+    :meth:`Repo.ensure_lock` reads it."""
+    if not files:
+        return []
+    from .._disk.identity import environment_tag
+    from .._lockfile.known import look
+
+    env = environment_tag()
+    return [look(path, env=env, install=install, look_up_artifacts=look_up_artifacts) for path in files]
+
+
+def _known_request(hint: "Hint", result: EnsureResult) -> "Requested":
+    """What a file whose remembered tree is there asked for, as its parsed request would say it (no pins)."""
+    from .._requirements import Requested
+
+    return Requested(result.requirement, result.name, (), None, source=hint.path)
 
 
 def _set_members(name: str, requirement: str) -> str:

@@ -79,9 +79,14 @@ def fingerprint() -> str:
     )
 
 
-def cache_path(key: str) -> str:
+def user_cache_dir() -> str:
+    """This user's cache directory of repoinstall: ``$XDG_CACHE_HOME/repoinstall``, else ``~/.cache/repoinstall``."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "repoinstall", f"env-tag-{zlib.crc32(key.encode()):08x}")
+    return os.path.join(base, "repoinstall")
+
+
+def cache_path(key: str) -> str:
+    return os.path.join(user_cache_dir(), f"env-tag-{zlib.crc32(key.encode()):08x}")
 
 
 @functools.cache
