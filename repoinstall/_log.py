@@ -147,6 +147,9 @@ class Phase:
         self.started = time.monotonic()
         #: Figures known once it ran (files compiled, say), for the event that ends it.
         self.figures: dict[str, Figure] = {}
+        #: Cleared by a phase whose failure is found without an exception (an installer that exited non-zero):
+        #: it logs nothing either, and the error that follows says what happened.
+        self.succeeded = True
 
     def advance(self, amount: int) -> None:
         self.done += amount
@@ -207,6 +210,8 @@ def phase(
         yield running
     finally:
         shown(running, ended=True)
+    if not running.succeeded:
+        return
     seconds = time.monotonic() - running.started
     if total is not None and unit:
         figures = {unit: total, **figures}

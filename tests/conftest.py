@@ -25,8 +25,15 @@ from repoinstall._options import INSTALLERS
 collect_ignore = [] if os.environ.get("REPOINSTALL_NFS") else ["nfs"]
 
 
+@pytest.fixture(scope="session")
+def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's own user cache (the environment tags and the lock trees repoinstall remembers per user), so
+    that no test reads or leaves anything in this machine's ``~/.cache``."""
+    return tmp_path_factory.mktemp("user-cache")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_pip(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _isolated_pip(monkeypatch: pytest.MonkeyPatch, _user_cache: Path) -> Iterator[None]:
     """In-process API calls read pip's configuration too: give them none of this machine's."""
     from repoinstall._pipconfig import forget_settings
 
@@ -36,6 +43,7 @@ def _isolated_pip(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # The tools of this environment first (uv, python): the same ones an activated venv would give.
     monkeypatch.setenv("PATH", os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
     monkeypatch.setenv("NETRC", os.devnull)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_user_cache))
     forget_settings()
     yield
     forget_settings()

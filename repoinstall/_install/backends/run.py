@@ -219,9 +219,10 @@ def run(
             "installer.done", f"{installer}: {what}", "%s ran for %s", installer, what, what=what, installer=installer
         )
     try:
-        with proc, running:
+        with proc, running as ran:
             try:
                 output_bytes, _ = proc.communicate(timeout=timeout)
+                ran.succeeded = proc.returncode == 0  # a failed run's line is its error
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
