@@ -26,6 +26,7 @@ from ._options import (
     STALE_AFTER,
     WAIT_TIMEOUT,
     InstallOptions,
+    LockChoice,
     LockSettings,
     max_jobs,
     options_problem,
@@ -286,19 +287,30 @@ class Repo:
             return self._ensure_one(*members[0])
         return self._ensure_one(*combined(self.env, members))
 
-    def ensure_lock(self, path: str) -> EnsureResult:
+    def ensure_lock(
+        self, path: str, *, extras: Iterable[str] = (), groups: Iterable[str] | None = None
+    ) -> EnsureResult:
         """Make sure the tree of the lock file ``path`` is installed: a PEP 751 ``pylock.toml`` (or
         ``pylock.<name>.toml``), or a requirements file whose every line is pinned and hashed (pip-compile's and
         ``uv pip compile --generate-hashes``' output). The tree holds exactly the packages the lock names for this
         environment, each from the artifact it names, every hash checked, nothing resolved; it is keyed by that
         set of (name, version, hash), so files with the same content here share it. Anything else (a requirements
-        file not fully hashed, a malformed lock): :class:`RequirementsFileError` saying why (exit 2)."""
-        return self.ensure(_lock_request(path, self._install_options))
+        file not fully hashed, a malformed lock): :class:`RequirementsFileError` saying why (exit 2).
 
-    async def aensure_lock(self, path: str) -> EnsureResult:
+        ``extras`` and ``groups``: which of a ``pylock.toml``'s extras and dependency groups it installs (PEP 751;
+        default: no extras, the lock's ``default-groups``; ``groups`` given replaces those, as
+        ``uv pip install --group`` does); another choice is another tree. An extra or group the lock does not
+        declare, or either for a requirements file: :class:`RequirementsFileError` (exit 2). Packages are selected
+        for the interpreter the tree is for (``InstallOptions.python``): its markers and wheel tags."""
+        return self.ensure(_lock_request(path, self._install_options, LockChoice.of(extras, groups)))
+
+    async def aensure_lock(
+        self, path: str, *, extras: Iterable[str] = (), groups: Iterable[str] | None = None
+    ) -> EnsureResult:
         """:meth:`ensure_lock` for asyncio: the file read and its artifacts found on the repo's own threads, as
         :meth:`aensure` runs the rest. Cancelling it: as :meth:`aensure`."""
-        return await self.aensure(await self._off_loop(partial(_lock_request, path, self._install_options)))
+        choice = LockChoice.of(extras, groups)
+        return await self.aensure(await self._off_loop(partial(_lock_request, path, self._install_options, choice)))
 
     async def aensure(self, requested: Requested | str) -> EnsureResult:
         """:meth:`ensure` for asyncio. Nothing that blocks runs on the event loop: the index is asked with
@@ -696,10 +708,13 @@ class Repo:
         return self._layout.retrying(usage, self._layout)
 
 
-def _lock_request(path: str, install: InstallOptions | None) -> Requested:
+def _lock_request(path: str, install: InstallOptions | None, choice: LockChoice) -> Requested:
+    from ._install.markerenv import lock_environment
     from ._lockfile.request import read
 
-    found = read(path, require_hashes=True, install=install or InstallOptions())
+    install = install or InstallOptions()
+    environment = lock_environment(install.python)
+    found = read(path, require_hashes=True, install=install, choice=choice, environment=environment)
     assert not isinstance(found, list)  # with require_hashes: a lock, or an error saying why not
     return found
 

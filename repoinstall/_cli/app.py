@@ -17,14 +17,13 @@ from .._disk.identity import TreeKind, kind_of
 from .._errors import InvalidInput, RepoinstallError
 from .._repo import Repo
 from .._results import EnsureResult
-from .options import ENSURING, INSTALLING, LOCKING, OUTPUT, REGISTRY, Options, repo_path, takes
+from .options import ENSURING, INSTALLING, LOCK_CHOICE, LOCKING, OUTPUT, REGISTRY, Options, repo_path, takes
 
 if TYPE_CHECKING:
     import logging
 
     from .._disk.manifest import TreeEntry
     from .._oci.push import Pushed
-    from .._options import InstallOptions
     from .._requirements import Requested
 
 EXIT_CODES = """\
@@ -121,9 +120,7 @@ def _ensure_cli(
         _fail("--push pushes to the registry --from names: give --from HOST[:PORT]/REPOSITORY", 2)
     try:
         # Files that list nothing (comments only) are fine: an init container for an empty list is a no-op.
-        wanted = _collect(
-            specs or [], requirement or [], require_hashes=opts.require_hashes, install=opts.install_options()
-        )
+        wanted = _collect(specs or [], requirement or [], opts, require_hashes=opts.require_hashes, installing=True)
     except RepoinstallError as error:
         _fail(error)
     progress = None
@@ -162,12 +159,16 @@ def _ensure_cli(
 
 
 def _collect(
-    specs: list[str], files: list[str], *, require_hashes: bool, install: "InstallOptions | None" = None
+    specs: list[str], files: list[str], opts: Options, *, require_hashes: bool, installing: bool = False
 ) -> "list[Requested]":
     """The specs, then each file's requirements, in order; a lock file (a pylock.toml, or every line pinned and
-    hashed) is one request, for its one tree. ``install``: what they are read to be installed with (``None``: only
-    to name trees)."""
+    hashed) is one request, for its one tree, with ``--extra`` and ``--group`` as chosen. ``installing``: read to
+    be installed with ``opts``' install options (else only to name trees)."""
     from .._requirements import parse_spec
+
+    choice = opts.lock_choice()
+    if choice.chosen() and not files:
+        raise InvalidInput(f"{choice.flags()}: they choose among a pylock.toml's extras and groups: give -r FILE")
 
     wanted = [parse_spec(spec) for spec in specs]
     if require_hashes and wanted:
@@ -177,10 +178,13 @@ def _collect(
         )
     if not files:
         return wanted
+    from .._install.markerenv import lock_environment
     from .._lockfile.request import read
 
+    install = opts.install_options() if installing else None
+    environment = lock_environment(opts.install_options().python)
     for path in files:
-        found = read(path, require_hashes=require_hashes, install=install)
+        found = read(path, require_hashes=require_hashes, install=install, choice=choice, environment=environment)
         wanted.extend(found if isinstance(found, list) else [found])
     return wanted
 
@@ -205,7 +209,7 @@ def _together(store: Repo, wanted: "list[Requested]") -> "EnsureResult | Repoins
 
 
 @app.command(epilog=EXIT_CODES, short_help="Install what is missing (once, cluster-wide) and print the paths.")
-@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, "dry_run", "from_registry", "push_after", *REGISTRY)
+@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, *LOCK_CHOICE, "dry_run", "from_registry", "push_after", *REGISTRY)
 def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Install what is missing (once, cluster-wide) and print where each tree is.
 
@@ -265,9 +269,7 @@ def _dry_run(specs: list[str] | None, requirement: list[str] | None, opts: Optio
         flag = "--together" if opts.together else "--from"
         _fail(f"--dry-run plans each tree from the indexes alone; it cannot plan {flag}: run without one of them", 2)
     try:
-        wanted = _collect(
-            specs or [], requirement or [], require_hashes=opts.require_hashes, install=opts.install_options()
-        )
+        wanted = _collect(specs or [], requirement or [], opts, require_hashes=opts.require_hashes, installing=True)
         with Repo(repo_path(opts, announce=not (opts.quiet or opts.as_json)), **opts.repo_settings()) as store:
             planned = store.plan(wanted)
             root, env = store.path, store.env
@@ -319,7 +321,7 @@ def _print_pushed(pushed: "list[Pushed]") -> None:
 
 
 @app.command(epilog=EXIT_CODES, short_help="Ensure trees, then push each as an OCI image to a registry.")
-@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, *REGISTRY)
+@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, *LOCK_CHOICE, *REGISTRY)
 def push(
     reference: Annotated[
         str, typer.Argument(metavar="HOST[:PORT]/REPOSITORY", help="Where the images go.", show_default=False)
@@ -372,7 +374,7 @@ _run_command: list[str] = []
     epilog="Exit: the command's own code once it runs; 126/127 if it cannot be run; else as for ensure.",
     short_help="Ensure SPECs, then run a command with their trees on PYTHONPATH.",
 )
-@takes("repo", "quiet", "verbose", *LOCKING, *INSTALLING, *ENSURING)
+@takes("repo", "quiet", "verbose", *LOCKING, *INSTALLING, *ENSURING, *LOCK_CHOICE)
 def run(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Ensure SPECs, then run COMMAND (given after --) with their trees first on PYTHONPATH.
 
@@ -458,7 +460,7 @@ def verify(
     if (specs or requirement) and all_trees:
         _fail("give SPEC arguments or -r FILE, or --all, not both", 2)
     try:
-        wanted = _collect(specs or [], requirement or [], require_hashes=False)
+        wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
         with Repo(repo_path(opts, announce=False), **opts.repo_settings()) as store:
             named = bool(specs or requirement)  # files that name no tree (comments only): nothing to verify
             obstacles = store.obstacles()  # in the store's, its locks' or the trees' locks' way: a person looks
@@ -607,7 +609,7 @@ def remove(
     if not specs and not requirement:
         _fail("nothing to remove: give SPEC arguments or -r FILE", 2)
     try:
-        wanted = _collect(specs or [], requirement or [], require_hashes=False)
+        wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
         path = repo_path(opts, announce=False)
         with Repo(path, lock=not opts.no_lock, stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
             outcomes = store.remove(wanted, dry_run=opts.dry_run, forget=forget)
@@ -668,7 +670,7 @@ def doctor(*, opts: Options) -> None:
 
 
 @app.command(epilog=EXIT_CODES, short_help="Print the installed trees' paths joined for PYTHONPATH.")
-@takes("repo")
+@takes("repo", *LOCK_CHOICE)
 def path(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Print the installed trees' paths joined for PYTHONPATH; exit 1 if one is not installed.
 
@@ -676,7 +678,7 @@ def path(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -
     if not specs and not requirement:
         _fail("nothing to look up: give SPEC arguments or -r FILE", 2)
     try:
-        wanted = _collect(specs or [], requirement or [], require_hashes=False)
+        wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
         with Repo(repo_path(opts, announce=False)) as store:
             paths = [store.tree_path(w) for w in wanted]
     except RepoinstallError as error:
@@ -706,7 +708,7 @@ def check_trees(
 
 
 @app.command(epilog=EXIT_CODES, short_help="Write installed trees as a PEP 751 lock file (pylock.toml).")
-@takes("repo")
+@takes("repo", *LOCK_CHOICE)
 def export(
     specs: SpecsArg = None,
     requirement: ReqOpt = None,
@@ -727,7 +729,7 @@ def export(
     if output is not None and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
         _fail(f"{output}: its directory {os.path.dirname(os.path.abspath(output))} does not exist", 2)
     try:
-        wanted = _collect(specs or [], requirement or [], require_hashes=False)
+        wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
         with Repo(repo_path(opts, announce=False)) as store:
             text = store.export(wanted)
     except RepoinstallError as error:

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 from .._disk.identity import canonical_name
 from .._errors import RequirementsFileError
+from .._options import DEFAULT_CHOICE, LockChoice
 from . import environment as env
 from . import local
 from .environment import Environment
@@ -55,15 +56,15 @@ def select(
     document: Mapping[str, Any],
     environment: Environment,
     *,
-    extras: frozenset[str] = frozenset(),
-    groups: frozenset[str] | None = None,
+    choice: LockChoice = DEFAULT_CHOICE,
     roots: Roots | None = no_roots,
 ) -> tuple[LockedPackage, ...]:
     """The packages ``document`` (a parsed ``pylock.toml`` read from ``source``) installs in ``environment``,
-    sorted by name. ``groups`` ``None``: the lock's ``default-groups``. A local artifact must be a regular file
-    below the lock file's directory or one of ``roots()`` (see :mod:`.local`); ``roots`` ``None``: not looked at."""
+    sorted by name, with ``choice``'s extras and dependency groups (see :class:`LockChoice`). A local artifact
+    must be a regular file below the lock file's directory or one of ``roots()`` (see :mod:`.local`); ``roots``
+    ``None``: not looked at."""
     try:
-        return _select(source, document, environment, extras, groups, roots)
+        return _select(source, document, environment, choice, roots)
     except _Malformed as error:
         raise RequirementsFileError(f"{source}: {error}") from None
 
@@ -72,8 +73,7 @@ def _select(
     source: str,
     document: Mapping[str, Any],
     environment: Environment,
-    extras: frozenset[str],
-    groups: frozenset[str] | None,
+    choice: LockChoice,
     roots: Roots | None,
 ) -> tuple[LockedPackage, ...]:
     _check_lock_version(document)
@@ -89,7 +89,7 @@ def _select(
         raise _Malformed(
             "environments", f"this environment ({env.describe(environment)}) is none of the lock's {environments!r}"
         )
-    extras_set, groups_set = _chosen(document, extras, groups)
+    extras_set, groups_set = _chosen(document, choice)
     packages = document.get("packages")
     if not isinstance(packages, list):
         raise _Malformed("packages", "missing" if packages is None else "not an array of tables")
@@ -139,22 +139,22 @@ def _check_lock_version(document: Mapping[str, Any]) -> None:
         raise _Malformed("lock-version", f"{text!r} is not supported (this repoinstall reads lock-version 1.x)")
 
 
-def _chosen(
-    document: Mapping[str, Any], extras: frozenset[str], groups: frozenset[str] | None
-) -> tuple[frozenset[str], frozenset[str]]:
-    """The extras and dependency groups markers see: those asked for, each declared by the lock."""
+def _chosen(document: Mapping[str, Any], choice: LockChoice) -> tuple[frozenset[str], frozenset[str]]:
+    """The extras and dependency groups markers see: those chosen (no extras and ``default-groups`` unless
+    chosen), each declared by the lock; every name it does not declare in one line."""
     declared_extras = _strings(document, "extras") or []
     declared_groups = _strings(document, "dependency-groups") or []
     default_groups = _strings(document, "default-groups") or []
-    for extra in extras:
-        if canonical_name(extra) not in {canonical_name(e) for e in declared_extras}:
-            raise _Malformed("extras", f"the lock declares no extra {extra!r} (it has {declared_extras!r})")
-    if groups is None:
-        return extras, frozenset(default_groups)
-    for group in groups:
-        if canonical_name(group) not in {canonical_name(g) for g in declared_groups}:
-            raise _Malformed("dependency-groups", f"the lock declares no group {group!r} (it has {declared_groups!r})")
-    return extras, groups
+    for key, kind, asked, declared in (
+        ("extras", "extra", choice.extras, declared_extras),
+        ("dependency-groups", "group", choice.groups or frozenset(), declared_groups),
+    ):
+        if unknown := sorted(asked - {canonical_name(name) for name in declared}):
+            has = ", ".join(declared) if declared else "none"
+            named = ", ".join(unknown)
+            raise _Malformed(key, f"the lock declares no {kind} {named} (--{kind}; it declares {has})")
+    groups = frozenset(default_groups) if choice.groups is None else choice.groups
+    return choice.extras, frozenset(canonical_name(g) for g in groups)
 
 
 def _artifact(

@@ -15,6 +15,7 @@ from locks import uv_like_pylock
 
 from repoinstall._disk.envtag import environment_tag
 from repoinstall._errors import InvalidInput, RequirementsFileError
+from repoinstall._options import LockChoice
 from repoinstall._lockfile.environment import Environment, tag_ranks
 from repoinstall._lockfile.filenames import sdist_name, wheel_name
 from repoinstall._lockfile.hashed import hash_mode, is_hashed_requirements, lock_from_requirements
@@ -158,15 +159,26 @@ def test_extras_and_dependency_groups_follow_pep_751(tmp_path: Path) -> None:
     text += _package("speedup", "1", "marker = \"'fast' in extras\"", _wheels(("speedup-1-py3-none-any.whl", C)))
     path = _write(tmp_path, text)
 
-    def names(**options: object) -> list[str]:
-        return [p.name for p in read_lock(path, environment=LINUX312, **options).packages]  # type: ignore[arg-type]
+    def names(extras: tuple[str, ...] = (), groups: tuple[str, ...] | None = None) -> list[str]:
+        choice = LockChoice.of(extras, groups)
+        return [p.name for p in read_lock(path, environment=LINUX312, choice=choice).packages]
 
     assert names() == ["base", "dev-tool"]  # no extras, the default groups
     assert names(groups=()) == ["base"]
-    assert names(extras=["Fast"], groups=["docs"]) == ["base", "speedup"]
-    assert _refused(path, extras=["slow"]) == f"{path}: extras: the lock declares no extra 'slow' (it has ['fast'])"
-    assert _refused(path, groups=["test"]) == (
-        f"{path}: dependency-groups: the lock declares no group 'test' (it has ['dev', 'docs'])"
+    assert names(groups=("Docs",)) == ["base"]  # the groups given replace the defaults (as uv pip install --group)
+    assert names(extras=("Fast",), groups=("docs", "dev")) == ["base", "dev-tool", "speedup"]
+    unknown = LockChoice.of(["slow", "fast", "Quick"])
+    assert _refused(path, choice=unknown) == (
+        f"{path}: extras: the lock declares no extra quick, slow (--extra; it declares fast)"
+    )
+    assert _refused(path, choice=LockChoice.of(groups=["test"])) == (
+        f"{path}: dependency-groups: the lock declares no group test (--group; it declares dev, docs)"
+    )
+    # A requirements file has no extras or groups to choose: one line, whatever it holds.
+    requirements = _write(tmp_path, f"p==1 --hash=sha256:{A}\n", "requirements.txt")
+    assert _refused(requirements, choice=LockChoice.of(["fast"], ["dev"])) == (
+        f"{requirements}: not a pylock.toml: --extra fast --group dev choose among a pylock.toml's extras and "
+        "dependency groups; a requirements file names extras on its lines (name[extra]==1.0)"
     )
 
 
