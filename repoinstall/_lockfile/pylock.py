@@ -145,14 +145,20 @@ def _chosen(document: Mapping[str, Any], choice: LockChoice) -> tuple[frozenset[
     declared_extras = _strings(document, "extras") or []
     declared_groups = _strings(document, "dependency-groups") or []
     default_groups = _strings(document, "default-groups") or []
-    for key, kind, asked, declared in (
-        ("extras", "extra", choice.extras, declared_extras),
-        ("dependency-groups", "group", choice.groups or frozenset(), declared_groups),
-    ):
-        if unknown := sorted(asked - {canonical_name(name) for name in declared}):
-            has = ", ".join(declared) if declared else "none"
-            named = ", ".join(unknown)
-            raise _Malformed(key, f"the lock declares no {kind} {named} (--{kind}; it declares {has})")
+    unknown = [
+        f"--{kind} {name}"
+        for kind, asked, declared in (
+            ("extra", choice.extras, declared_extras),
+            ("group", choice.groups or frozenset(), declared_groups),
+        )
+        for name in sorted(asked - {canonical_name(one) for one in declared})
+    ]
+    if unknown:
+        what = " or ".join(dict.fromkeys(flag.split()[0][2:] for flag in unknown))
+        has = (
+            f"extras: {', '.join(declared_extras) or 'none'}; dependency-groups: {', '.join(declared_groups) or 'none'}"
+        )
+        raise _Malformed(", ".join(unknown), f"the lock declares no such {what} ({has})")
     groups = frozenset(default_groups) if choice.groups is None else choice.groups
     return choice.extras, frozenset(canonical_name(g) for g in groups)
 

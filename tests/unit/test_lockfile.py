@@ -15,12 +15,12 @@ from locks import uv_like_pylock
 
 from repoinstall._disk.envtag import environment_tag
 from repoinstall._errors import InvalidInput, RequirementsFileError
-from repoinstall._options import LockChoice
 from repoinstall._lockfile.environment import Environment, tag_ranks
 from repoinstall._lockfile.filenames import sdist_name, wheel_name
 from repoinstall._lockfile.hashed import hash_mode, is_hashed_requirements, lock_from_requirements
 from repoinstall._lockfile.model import Lock, LockedPackage
 from repoinstall._lockfile.read import forget, is_lock_file, read_lock
+from repoinstall._options import LockChoice
 from repoinstall._requirements import parse_spec, read_requirements_file
 
 A = "a" * 64
@@ -169,10 +169,11 @@ def test_extras_and_dependency_groups_follow_pep_751(tmp_path: Path) -> None:
     assert names(extras=("Fast",), groups=("docs", "dev")) == ["base", "dev-tool", "speedup"]
     unknown = LockChoice.of(["slow", "fast", "Quick"])
     assert _refused(path, choice=unknown) == (
-        f"{path}: extras: the lock declares no extra quick, slow (--extra; it declares fast)"
+        f"{path}: --extra quick, --extra slow: the lock declares no such extra (extras: fast; dependency-groups: "
+        "dev, docs)"
     )
-    assert _refused(path, choice=LockChoice.of(groups=["test"])) == (
-        f"{path}: dependency-groups: the lock declares no group test (--group; it declares dev, docs)"
+    assert _refused(path, choice=LockChoice.of(groups=["test", "dev"])) == (
+        f"{path}: --group test: the lock declares no such group (extras: fast; dependency-groups: dev, docs)"
     )
     # A requirements file has no extras or groups to choose: one line, whatever it holds.
     requirements = _write(tmp_path, f"p==1 --hash=sha256:{A}\n", "requirements.txt")
