@@ -103,6 +103,13 @@ def test_each_choice_of_extras_and_groups_is_its_own_tree(tmp_path: Path, served
     exported = run("export", "-r", lock, "--group", "docs", "--repo", repo)
     assert exported.returncode == 0, exported.stderr
     assert 'name = "xg-docs"' in exported.stdout and 'name = "xg-dev"' not in exported.stdout
+    checked = run("verify", "-r", lock, "--extra", "fast", "--repo", repo, "--json")
+    assert checked.returncode == 0, checked.stderr
+    assert [t["path"] for t in document(checked.stdout)["trees"]] == [fast["path"]]
+    # remove takes the tree of the choice given, and no other.
+    removed = run("remove", "-r", lock, "--extra", "fast", "--repo", repo)
+    assert removed.returncode == 0, removed.stderr
+    assert not Path(fast["path"]).exists() and Path(default["path"]).exists() and Path(both["path"]).exists()
 
 
 @pytest.mark.parametrize(

@@ -431,7 +431,7 @@ def _tree_script(name: str, bins: list[str]) -> str | None:
 
 
 @app.command(epilog=EXIT_CODES, short_help="Check trees file by file against their RECORD hashes.")
-@takes(*OUTPUT, *LOCKING, *INSTALLING)
+@takes(*OUTPUT, *LOCKING, *INSTALLING, *LOCK_CHOICE)
 def verify(
     specs: SpecsArg = None,
     requirement: ReqOpt = None,
@@ -582,7 +582,7 @@ def gc(
 
 
 @app.command(epilog=EXIT_CODES, short_help="Remove the installed trees SPECs name (record first, as gc).")
-@takes(*OUTPUT, "dry_run", "no_lock", "stale_after", "heartbeat")
+@takes(*OUTPUT, "dry_run", "no_lock", "stale_after", "heartbeat", *LOCK_CHOICE)
 def remove(
     specs: SpecsArg = None,
     requirement: ReqOpt = None,

@@ -12,6 +12,7 @@ broken there), a sha256 for the chosen artifact, local files only where :mod:`.l
 
 Every problem is one line naming the file and the key (``packages[3].wheels[0].hashes``) or the package.
 """
+
 from __future__ import annotations
 
 import os
