@@ -136,7 +136,7 @@ def _select(
     # archive), over the chosen packages' own sources, each checked first.
     place = _Place(Path(os.path.abspath(source)).parent, roots)
     sources: dict[int, tuple[int, str, Mapping[str, Any]]] = {}  # id(packaging's artifact) -> its package, key, table
-    entries = [_entry(packages[index], names[index], index, sources) for index in chosen]
+    entries = [_entry(packages[index], names[index], index, sources, environment) for index in chosen]
     found = []
     try:
         for _, artifact in _lock(created_by, entries).select(
@@ -233,10 +233,16 @@ def _stand_in(package: Mapping[str, Any], name: str, key: str) -> Package:
 
 
 def _entry(
-    package: Mapping[str, Any], name: str, index: int, sources: dict[int, tuple[int, str, Mapping[str, Any]]]
+    package: Mapping[str, Any],
+    name: str,
+    index: int,
+    sources: dict[int, tuple[int, str, Mapping[str, Any]]],
+    environment: Environment,
 ) -> Package:
     """A chosen package with its sources, checked: one kind of source, no vcs or directory entry, each wheel of
-    this package. ``sources`` learns which table each of packaging's artifacts stands for."""
+    this package. ``sources`` learns which table each of packaging's artifacts stands for. Only the wheels with a
+    tag ``environment`` takes are handed on: packaging picks the best of those alone anyway, and parses every wheel
+    name it is given (a lock's 20 wheels per package for as many platforms cost 20 parses for one answer)."""
     from packaging.pylock import Package, PackageArchive, PackageSdist, PackageWheel
 
     key = f"packages[{index}]"
@@ -274,6 +280,7 @@ def _entry(
     if wheels is not None:
         if not isinstance(wheels, list) or not all(isinstance(w, dict) for w in wheels):
             raise _Malformed(f"{key}.wheels", "not an array of tables")
+        ranks = env.tag_ranks(environment)
         for number, table in enumerate(wheels):
             wheel_key = f"{key}.wheels[{number}]"
             filename = _filename(table, wheel_key)
@@ -281,6 +288,8 @@ def _entry(
             if parsed is None:
                 raise _Malformed(wheel_key, f"{filename!r} is not a wheel file name")
             _consistent(parsed.name, parsed.version, name, version, wheel_key, filename)
+            if not any(tag in ranks for tag in parsed.tags):
+                continue
             wheel = PackageWheel(name=filename, hashes={})
             sources[id(wheel)] = (index, wheel_key, table)
             found_wheels.append(wheel)
@@ -289,6 +298,10 @@ def _entry(
         sdist = PackageSdist(name=_filename(table, f"{key}.sdist"), hashes={})
         sources[id(sdist)] = (index, f"{key}.sdist", table)
     if archive is None and sdist is None and not found_wheels:
+        if wheels:
+            raise _Malformed(
+                where, f"no wheel fits this environment ({env.describe(environment)}) and the lock has no sdist for it"
+            )
         raise _Malformed(where, "has no wheels, sdist, archive, directory or vcs entry")
     return Package(name=name, archive=archive, sdist=sdist, wheels=found_wheels or None)  # type: ignore[arg-type]
 
