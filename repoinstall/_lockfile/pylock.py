@@ -122,7 +122,7 @@ def _select(
     except PylockSelectError as error:
         raise _refused_selection(error, packages, names, requires_python, environments, environment) from None
     except (UndefinedComparison, UndefinedEnvironmentName) as error:  # a marker PEP 508 leaves undefined here
-        raise _unevaluable(stand_ins, environment, choice, str(error)) from None
+        raise _unevaluable(packages, stand_ins, environment, choice, str(error)) from None
     if not chosen and (skipped := [p["marker"] for p in packages if p.get("marker")]):
         shown = "; ".join(dict.fromkeys(skipped[:3]))
         python = env.python_version(environment)
@@ -369,14 +369,16 @@ def _refused_selection(
     return _Malformed("packages", str(error))
 
 
-def _unevaluable(stand_ins: list[Package], environment: Environment, choice: LockChoice, error: str) -> _Malformed:
+def _unevaluable(
+    packages: list[Any], stand_ins: list[Package], environment: Environment, choice: LockChoice, error: str
+) -> _Malformed:
     """Which package's marker cannot be evaluated here (asked again, one by one, to name it)."""
     for number, entry in enumerate(stand_ins):
         if entry.marker is not None:
             try:
                 env.evaluate(entry.marker, environment, extras=choice.extras, groups=choice.groups or frozenset())
             except ValueError as why:
-                return _Malformed(f"packages[{number}].marker", f"{str(entry.marker)!r}: {why}")
+                return _Malformed(f"packages[{number}].marker", f"{packages[number]['marker']!r}: {why}")
     return _Malformed("packages", f"a marker cannot be evaluated: {error}")
 
 

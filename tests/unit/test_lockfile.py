@@ -547,3 +547,12 @@ def test_a_hashed_requirements_lock_for_another_environment(tmp_path: Path) -> N
     assert [p.name for p in lock_from_requirements(requested, path, environment=LINUX312).packages] == ["a"]
     expected = "a" if sys.version_info >= (3, 12) else "b"
     assert [p.name for p in lock_from_requirements(requested, path).packages] == [expected]
+
+
+def test_a_marker_that_cannot_be_evaluated_here_is_one_line_naming_it(tmp_path: Path) -> None:
+    text = HEAD + _package("p", "1", _wheels(("p-1-py3-none-any.whl", A)))
+    text += _package("q", "1", "marker = \"platform_release ~= 'abc'\"", _wheels(("q-1-py3-none-any.whl", B)))
+    path = _write(tmp_path, text)
+    assert _refused(path).startswith(
+        f"{path}: packages[1].marker: \"platform_release ~= 'abc'\": cannot be evaluated: "
+    )
