@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
+from collections.abc import Iterable
 from typing import NamedTuple
 
 #: Defaults shared by the API and every command. The lock's fit NFS attribute caching.
@@ -149,6 +151,43 @@ class InstallOptions(NamedTuple):
             except RequirementsFileError as error:
                 return str(error)
         return None
+
+
+class LockChoice(NamedTuple):
+    """Which optional parts of a PEP 751 lock a tree installs: the lock's ``extras`` and ``dependency-groups``
+    (``--extra``, ``--group``). A value, so a tree asked with one choice is named, cached and looked up as that
+    choice: another choice is another set of packages, hence another tree; the same choice, the same tree.
+
+    ``groups`` ``None``: the lock's ``default-groups``; given, exactly these groups (as packaging's
+    ``Pylock.select`` and ``uv pip install --group`` take them: name a default group too to keep it)."""
+
+    #: Normalized (PEP 685) extra names.
+    extras: frozenset[str] = frozenset()
+    #: Normalized (PEP 735) group names; ``None``: the lock's default groups.
+    groups: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, extras: Iterable[str] = (), groups: Iterable[str] | None = None) -> LockChoice:
+        """The choice of these extras and groups, names normalized (``Fast_Path`` is ``fast-path``); an empty
+        ``groups`` is no group at all, ``None`` the lock's defaults."""
+        return cls(frozenset(map(_normalized, extras)), None if groups is None else frozenset(map(_normalized, groups)))
+
+    def chosen(self) -> bool:
+        """Whether anything but the lock's defaults is asked."""
+        return bool(self.extras) or self.groups is not None
+
+    def flags(self) -> str:
+        """The choice as command-line flags, sorted (``--extra fast --group docs``), for a message."""
+        groups = sorted(self.groups or ())
+        return " ".join([*(f"--extra {e}" for e in sorted(self.extras)), *(f"--group {g}" for g in groups)])
+
+
+#: No extras, the lock's default groups.
+DEFAULT_CHOICE = LockChoice()
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def for_file(install: InstallOptions | None, index: FileIndex | None) -> InstallOptions | None:

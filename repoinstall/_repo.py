@@ -26,6 +26,7 @@ from ._options import (
     STALE_AFTER,
     WAIT_TIMEOUT,
     InstallOptions,
+    LockChoice,
     LockSettings,
     max_jobs,
     options_problem,
@@ -287,7 +288,9 @@ class Repo:
             return self._ensure_one(*members[0])
         return self._ensure_one(*combined(self.env, members))
 
-    def ensure_lock(self, path: str) -> EnsureResult:
+    def ensure_lock(
+        self, path: str, *, extras: Iterable[str] = (), groups: Iterable[str] | None = None
+    ) -> EnsureResult:
         """Make sure the tree of the lock file ``path`` is installed: a PEP 751 ``pylock.toml`` (or
         ``pylock.<name>.toml``), or a requirements file whose every line is pinned and hashed (pip-compile's and
         ``uv pip compile --generate-hashes``' output). The tree holds exactly the packages the lock names for this
@@ -295,32 +298,48 @@ class Repo:
         set of (name, version, hash), so files with the same content here share it. Anything else (a requirements
         file not fully hashed, a malformed lock): :class:`RequirementsFileError` saying why (exit 2).
 
-        Once a file's tree is named, the name is remembered per user under the file's exact bytes and this
-        environment (see :mod:`repoinstall._lockfile.known`): asked again, the file is read once and hashed, and
-        if that tree is there (checked as any tree is), nothing is parsed."""
-        hint = self._lock_hint(path)
+        ``extras`` and ``groups``: which of a ``pylock.toml``'s extras and dependency groups it installs (PEP 751;
+        default: no extras, the lock's ``default-groups``; ``groups`` given replaces those, as
+        ``uv pip install --group`` does); another choice is another tree. An extra or group the lock does not
+        declare, or either for a requirements file: :class:`RequirementsFileError` (exit 2). Packages are selected
+        for the interpreter the tree is for (``InstallOptions.python``): its markers and wheel tags.
+
+        Once a file's tree is named, the name is remembered per user under the file's exact bytes, this environment
+        and the choice of extras and groups (see :mod:`repoinstall._lockfile.known`): asked again, the file is read
+        once and hashed, and if that tree is there (checked as any tree is), nothing is parsed."""
+        choice = LockChoice.of(extras, groups)
+        hint = self._lock_hint(path, choice)
         if (known := self._settled_lock(hint)) is not None:
             return known
-        result = self.ensure(_lock_request(path, self._install_options))
+        result = self.ensure(_lock_request(path, self._install_options, choice))
         self._remember_lock(hint, result)
         return result
 
-    async def aensure_lock(self, path: str) -> EnsureResult:
+    async def aensure_lock(
+        self, path: str, *, extras: Iterable[str] = (), groups: Iterable[str] | None = None
+    ) -> EnsureResult:
         """:meth:`ensure_lock` for asyncio: the file read and its artifacts found on the repo's own threads, as
         :meth:`aensure` runs the rest. Cancelling it: as :meth:`aensure`."""
-        hint = await self._off_loop(partial(self._lock_hint, path))
+        choice = LockChoice.of(extras, groups)
+        hint = await self._off_loop(partial(self._lock_hint, path, choice))
         if (known := await self._off_loop(partial(self._settled_lock, hint))) is not None:
             return known
-        result = await self.aensure(await self._off_loop(partial(_lock_request, path, self._install_options)))
+        result = await self.aensure(await self._off_loop(partial(_lock_request, path, self._install_options, choice)))
         await self._off_loop(partial(self._remember_lock, hint, result))
         return result
 
-    def _lock_hint(self, path: str) -> Hint | None:
-        """The lock file at ``path`` read for its key, with the tree an earlier ensure named for it, if any."""
+    def _lock_hint(self, path: str, choice: LockChoice) -> Hint | None:
+        """The lock file at ``path`` read for its key (with ``choice``), with the tree an earlier ensure named for
+        it, if any."""
         from ._lockfile.known import look
 
         return look(
-            path, env=self.env, install=self._install_options, look_up_artifacts=self._chooser.look_up_artifacts
+            path,
+            env=self.env,
+            install=self._install_options,
+            look_up_artifacts=self._chooser.look_up_artifacts,
+            extras=choice.extras,
+            groups=choice.groups,
         )
 
     def _settled_lock(self, hint: Hint | None) -> EnsureResult | None:
@@ -741,10 +760,13 @@ class Repo:
         return self._layout.retrying(usage, self._layout)
 
 
-def _lock_request(path: str, install: InstallOptions | None) -> Requested:
+def _lock_request(path: str, install: InstallOptions | None, choice: LockChoice) -> Requested:
+    from ._install.markerenv import lock_environment
     from ._lockfile.request import read
 
-    found = read(path, require_hashes=True, install=install or InstallOptions())
+    install = install or InstallOptions()
+    environment = lock_environment(install.python)
+    found = read(path, require_hashes=True, install=install, choice=choice, environment=environment)
     assert not isinstance(found, list)  # with require_hashes: a lock, or an error saying why not
     return found
 

@@ -17,15 +17,27 @@ from .._disk.identity import TreeKind, kind_of
 from .._errors import InvalidInput, RepoinstallError
 from .._repo import Repo
 from .._results import EnsureResult
-from .options import ENSURING, INSTALLING, LOCKING, LOG_FORMATS, OUTPUT, REGISTRY, Options, repo_path, takes
+from .options import (
+    ENSURING,
+    INSTALLING,
+    LOCK_CHOICE,
+    LOCKING,
+    LOG_FORMATS,
+    OUTPUT,
+    REGISTRY,
+    Options,
+    repo_path,
+    takes,
+)
 
 if TYPE_CHECKING:
     import logging
+    from collections.abc import Callable
 
     from .._disk.manifest import TreeEntry
     from .._lockfile.known import Hint
     from .._oci.push import Pushed
-    from .._options import InstallOptions
+    from .._options import InstallOptions, LockChoice
     from .._requirements import Requested
 
 EXIT_CODES = """\
@@ -129,12 +141,13 @@ def _ensure_cli(
     install = opts.install_options()
     # Each -r file is read once for its key (see _lockfile.known): one whose tree an earlier ensure named is parsed
     # only if that tree is not there; the others are parsed here, so bad input fails before the repo is touched.
-    hints = _lock_hints(requirement or [], install, opts.from_registry is None)
+    hints = _lock_hints(requirement or [], install, opts.from_registry is None, opts.lock_choice())
     try:
         # Files that list nothing (comments only) are fine: an init container for an empty list is a no-op.
-        wanted = _collect(specs or [], [], require_hashes=opts.require_hashes)
+        wanted = _specs(specs or [], opts, require_hashes=opts.require_hashes, files=bool(requirement))
+        read_file = _reader(opts, opts.require_hashes, installing=True)
         read: list[list[Requested] | Hint] = [
-            hint if hint is not None and hint.tree is not None else _read(path, opts.require_hashes, install)
+            hint if hint is not None and hint.tree is not None else read_file(path)
             for path, hint in zip(requirement or [], hints, strict=True)
         ]
     except RepoinstallError as error:
@@ -150,7 +163,7 @@ def _ensure_cli(
         if push_to is not None:
             settings["registry"] = opts.registry_settings()
         with Repo(path, on_event=progress, **settings) as store:
-            wanted, known, origins = _gathered(store, wanted, read, hints, opts.require_hashes, install)
+            wanted, known, origins = _gathered(store, wanted, read, hints, read_file)
             wanted, outcomes = _ensured(store, wanted, known, origins, opts.together)
             if push_to is not None and pushed is not None:
                 from .._oci.reference import Reference
@@ -172,8 +185,7 @@ def _gathered(
     wanted: "list[Requested]",
     read: "list[list[Requested] | Hint]",
     hints: "list[Hint | None]",
-    require_hashes: bool,
-    install: "InstallOptions",
+    read_file: "Callable[[str], list[Requested]]",
 ) -> "tuple[list[Requested], dict[int, EnsureResult], dict[int, Hint]]":
     """Every request in order, the specs' then each file's; by index in it, the result of each file whose
     remembered tree is there (nothing parsed), and the hint of each lock file that was parsed (to remember its
@@ -189,7 +201,7 @@ def _gathered(
                 wanted.append(_known_request(one, settled))
                 continue
             try:
-                requests = _read(one.path, require_hashes, install)  # its tree is not there: parsed after all
+                requests = read_file(one.path)  # its tree is not there: parsed after all
             except RepoinstallError as error:
                 _fail(error)
         if hint is not None and len(requests) == 1 and requests[0].locked:
@@ -226,35 +238,58 @@ def _ensured(
 
 
 def _collect(
-    specs: list[str], files: list[str], *, require_hashes: bool, install: "InstallOptions | None" = None
+    specs: list[str], files: list[str], opts: Options, *, require_hashes: bool, installing: bool = False
 ) -> "list[Requested]":
     """The specs, then each file's requirements, in order; a lock file (a pylock.toml, or every line pinned and
-    hashed) is one request, for its one tree. ``install``: what they are read to be installed with (``None``: only
-    to name trees)."""
+    hashed) is one request, for its one tree, with ``--extra`` and ``--group`` as chosen. ``installing``: read to
+    be installed with ``opts``' install options (else only to name trees)."""
+    wanted = _specs(specs, opts, require_hashes=require_hashes, files=bool(files))
+    read_file = _reader(opts, require_hashes, installing)
+    for path in files:
+        wanted.extend(read_file(path))
+    return wanted
+
+
+def _specs(specs: list[str], opts: Options, *, require_hashes: bool, files: bool) -> "list[Requested]":
+    """The specs parsed; refused: ``--extra``/``--group`` without a file (``files``) to choose from, and
+    ``--require-hashes`` with a spec (which cannot carry a hash)."""
     from .._requirements import parse_spec
 
+    choice = opts.lock_choice()
+    if choice.chosen() and not files:
+        raise InvalidInput(f"{choice.flags()}: they choose among a pylock.toml's extras and groups: give -r FILE")
     wanted = [parse_spec(spec) for spec in specs]
     if require_hashes and wanted:
         raise InvalidInput(
             f"--require-hashes: {wanted[0].text} has no hash (a spec on the command line cannot carry one); "
             "give a requirements file with --hash lines, or a pylock.toml"
         )
-    for path in files:
-        wanted.extend(_read(path, require_hashes, install))
     return wanted
 
 
-def _read(path: str, require_hashes: bool, install: "InstallOptions | None") -> "list[Requested]":
-    """A file's requirements: a lock file's one request, or its lines'."""
-    # Deferred, here and in Repo: the parsers (tomllib, pip's grammar, markers, wheel tags, the index for hashed
-    # pins' artifacts) load only when a file is parsed, which a lock file whose remembered tree is there never is.
-    from .._lockfile.request import read
+def _reader(opts: Options, require_hashes: bool, installing: bool) -> "Callable[[str], list[Requested]]":
+    """How a -r file is read: a lock file's one request, or its lines'; a pylock.toml's extras and groups as
+    ``--extra`` and ``--group`` choose, for the tree's interpreter. ``installing``: read to be installed with
+    ``opts``' install options (else only to name trees)."""
+    choice = opts.lock_choice()
+    install = opts.install_options() if installing else None
 
-    found = read(path, require_hashes=require_hashes, install=install)
-    return found if isinstance(found, list) else [found]
+    def read_file(path: str) -> "list[Requested]":
+        # Deferred, here and in Repo: the parsers (tomllib, pip's grammar, markers, wheel tags, the index for hashed
+        # pins' artifacts) load only when a file is parsed, which a lock file whose remembered tree is there never is.
+        from .._install.markerenv import lock_environment
+        from .._lockfile.request import read
+
+        environment = lock_environment(opts.install_options().python)
+        found = read(path, require_hashes=require_hashes, install=install, choice=choice, environment=environment)
+        return found if isinstance(found, list) else [found]
+
+    return read_file
 
 
-def _lock_hints(files: list[str], install: "InstallOptions", look_up_artifacts: bool) -> "list[Hint | None]":
+def _lock_hints(
+    files: list[str], install: "InstallOptions", look_up_artifacts: bool, choice: "LockChoice"
+) -> "list[Hint | None]":
     """Each file read for its key, with the tree an earlier ensure named for it (see :mod:`.._lockfile.known`), as
     :meth:`Repo.ensure_lock` reads it."""
     if not files:
@@ -263,7 +298,17 @@ def _lock_hints(files: list[str], install: "InstallOptions", look_up_artifacts: 
     from .._lockfile.known import look
 
     env = environment_tag()
-    return [look(path, env=env, install=install, look_up_artifacts=look_up_artifacts) for path in files]
+    return [
+        look(
+            path,
+            env=env,
+            install=install,
+            look_up_artifacts=look_up_artifacts,
+            extras=choice.extras,
+            groups=choice.groups,
+        )
+        for path in files
+    ]
 
 
 def _known_request(hint: "Hint", result: EnsureResult) -> "Requested":
@@ -293,7 +338,7 @@ def _together(store: Repo, wanted: "list[Requested]") -> "EnsureResult | Repoins
 
 
 @app.command(epilog=EXIT_CODES, short_help="Install what is missing (once, cluster-wide) and print the paths.")
-@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, "dry_run", "from_registry", "push_after", *REGISTRY)
+@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, *LOCK_CHOICE, "dry_run", "from_registry", "push_after", *REGISTRY)
 def ensure(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Install what is missing (once, cluster-wide) and print where each tree is.
 
@@ -353,9 +398,7 @@ def _dry_run(specs: list[str] | None, requirement: list[str] | None, opts: Optio
         flag = "--together" if opts.together else "--from"
         _fail(f"--dry-run plans each tree from the indexes alone; it cannot plan {flag}: run without one of them", 2)
     try:
-        wanted = _collect(
-            specs or [], requirement or [], require_hashes=opts.require_hashes, install=opts.install_options()
-        )
+        wanted = _collect(specs or [], requirement or [], opts, require_hashes=opts.require_hashes, installing=True)
         with Repo(repo_path(opts, announce=not (opts.quiet or opts.as_json)), **opts.repo_settings()) as store:
             planned = store.plan(wanted)
             root, env = store.path, store.env
@@ -407,7 +450,7 @@ def _print_pushed(pushed: "list[Pushed]") -> None:
 
 
 @app.command(epilog=EXIT_CODES, short_help="Ensure trees, then push each as an OCI image to a registry.")
-@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, *REGISTRY)
+@takes(*OUTPUT, *LOCKING, *INSTALLING, *ENSURING, *LOCK_CHOICE, *REGISTRY)
 def push(
     reference: Annotated[
         str, typer.Argument(metavar="HOST[:PORT]/REPOSITORY", help="Where the images go.", show_default=False)
@@ -461,7 +504,7 @@ _run_command: list[str] = []
     epilog="Exit: the command's own code once it runs; 126/127 if it cannot be run; else as for ensure.",
     short_help="Ensure SPECs, then run a command with their trees on PYTHONPATH.",
 )
-@takes("repo", "quiet", "verbose", *LOCKING, *INSTALLING, *ENSURING)
+@takes("repo", "quiet", "verbose", *LOCKING, *INSTALLING, *ENSURING, *LOCK_CHOICE)
 def run(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Ensure SPECs, then run COMMAND (given after --) with their trees first on PYTHONPATH.
 
@@ -518,7 +561,7 @@ def _tree_script(name: str, bins: list[str]) -> str | None:
 
 
 @app.command(epilog=EXIT_CODES, short_help="Check trees file by file against their RECORD hashes.")
-@takes(*OUTPUT, *LOCKING, *INSTALLING)
+@takes(*OUTPUT, *LOCKING, *INSTALLING, *LOCK_CHOICE)
 def verify(
     specs: SpecsArg = None,
     requirement: ReqOpt = None,
@@ -547,7 +590,7 @@ def verify(
     if (specs or requirement) and all_trees:
         _fail("give SPEC arguments or -r FILE, or --all, not both", 2)
     try:
-        wanted = _collect(specs or [], requirement or [], require_hashes=False)
+        wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
         with Repo(repo_path(opts, announce=False), **opts.repo_settings()) as store:
             named = bool(specs or requirement)  # files that name no tree (comments only): nothing to verify
             obstacles = store.obstacles()  # in the store's, its locks' or the trees' locks' way: a person looks
@@ -669,7 +712,7 @@ def gc(
 
 
 @app.command(epilog=EXIT_CODES, short_help="Remove the installed trees SPECs name (record first, as gc).")
-@takes(*OUTPUT, "dry_run", "no_lock", "stale_after", "heartbeat")
+@takes(*OUTPUT, "dry_run", "no_lock", "stale_after", "heartbeat", *LOCK_CHOICE)
 def remove(
     specs: SpecsArg = None,
     requirement: ReqOpt = None,
@@ -696,7 +739,7 @@ def remove(
     if not specs and not requirement:
         _fail("nothing to remove: give SPEC arguments or -r FILE", 2)
     try:
-        wanted = _collect(specs or [], requirement or [], require_hashes=False)
+        wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
         path = repo_path(opts, announce=False)
         with Repo(path, lock=not opts.no_lock, stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
             outcomes = store.remove(wanted, dry_run=opts.dry_run, forget=forget)
@@ -757,7 +800,7 @@ def doctor(*, opts: Options) -> None:
 
 
 @app.command(epilog=EXIT_CODES, short_help="Print the installed trees' paths joined for PYTHONPATH.")
-@takes("repo")
+@takes("repo", *LOCK_CHOICE)
 def path(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Print the installed trees' paths joined for PYTHONPATH; exit 1 if one is not installed.
 
@@ -765,7 +808,7 @@ def path(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -
     if not specs and not requirement:
         _fail("nothing to look up: give SPEC arguments or -r FILE", 2)
     try:
-        wanted = _collect(specs or [], requirement or [], require_hashes=False)
+        wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
         with Repo(repo_path(opts, announce=False)) as store:
             paths = [store.tree_path(w) for w in wanted]
     except RepoinstallError as error:
@@ -795,7 +838,7 @@ def check_trees(
 
 
 @app.command(epilog=EXIT_CODES, short_help="Write installed trees as a PEP 751 lock file (pylock.toml).")
-@takes("repo")
+@takes("repo", *LOCK_CHOICE)
 def export(
     specs: SpecsArg = None,
     requirement: ReqOpt = None,
@@ -816,7 +859,7 @@ def export(
     if output is not None and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
         _fail(f"{output}: its directory {os.path.dirname(os.path.abspath(output))} does not exist", 2)
     try:
-        wanted = _collect(specs or [], requirement or [], require_hashes=False)
+        wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
         with Repo(repo_path(opts, announce=False)) as store:
             text = store.export(wanted)
     except RepoinstallError as error:

@@ -34,7 +34,7 @@ from .._options import (
 
 if TYPE_CHECKING:
     from .._oci.settings import Settings
-    from .._options import InstallOptions
+    from .._options import InstallOptions, LockChoice
 
 
 #: What --log-format takes: text lines as a person reads them, or one JSON object per line (docs/reference/json.md).
@@ -84,6 +84,8 @@ class Options(NamedTuple):
     registry_max_files: int = REGISTRY_MAX_FILES
     registry_min_rate: int = REGISTRY_MIN_RATE
     registry_rate_window: float = REGISTRY_RATE_WINDOW
+    extra: list[str] | None = None
+    group: list[str] | None = None
 
     def registry_settings(self) -> "Settings":
         from .._oci.settings import Settings
@@ -118,6 +120,12 @@ class Options(NamedTuple):
             only_binary=binary_values(tuple(self.only_binary or ())),
             trusted_hosts=tuple(self.trusted_host or ()),
         )
+
+    def lock_choice(self) -> "LockChoice":
+        """``--extra`` and ``--group``: which of a pylock.toml's extras and dependency groups to install."""
+        from .._options import LockChoice
+
+        return LockChoice.of(self.extra or (), self.group)
 
     def repo_settings(self) -> dict[str, Any]:
         """``Repo(...)`` keywords: locking, installing and resolving as asked."""
@@ -475,6 +483,26 @@ DECLARED: dict[str, Any] = {
             help="The window --registry-min-rate is averaged over (as curl's --speed-time).",
         ),
     ],
+    "extra": Annotated[
+        list[str] | None,
+        typer.Option(
+            "--extra",
+            metavar="EXTRA",
+            help="Of a -r pylock.toml: install this extra too (PEP 751 extras; repeatable). Another choice is "
+            "another tree.",
+            show_default=False,
+        ),
+    ],
+    "group": Annotated[
+        list[str] | None,
+        typer.Option(
+            "--group",
+            metavar="GROUP",
+            help="Of a -r pylock.toml: install this dependency group (repeatable); given, these groups replace the "
+            "lock's default-groups (as uv pip install --group; name a default group to keep it).",
+            show_default=False,
+        ),
+    ],
 }
 
 #: The sets commands take.
@@ -494,6 +522,8 @@ INSTALLING = (
     "only_binary",
 )
 RESOLVING = ("jobs", "refresh", "pre", "index_ttl")
+#: Which of a pylock.toml's extras and dependency groups: for every command that takes -r and names a tree by it.
+LOCK_CHOICE = ("extra", "group")
 ENSURING = (*RESOLVING, "together", "require_hashes")
 REGISTRY = (
     "plain_http",

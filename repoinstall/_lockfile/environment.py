@@ -18,6 +18,7 @@ from .._errors import RequirementsFileError
 if TYPE_CHECKING:
     from packaging.markers import Marker
     from packaging.specifiers import SpecifierSet
+    from packaging.tags import Tag
     from packaging.version import Version
 
 
@@ -75,6 +76,16 @@ def tag_ranks(environment: Environment) -> dict[str, int]:
     for rank, tag in enumerate(tags):
         ranks.setdefault(tag, rank)
     return ranks
+
+
+@functools.cache
+def wheel_tags(environment: Environment) -> tuple[Tag, ...]:
+    """The wheel tags ``environment`` takes, best first, as packaging's ``Pylock.select`` takes them."""
+    from packaging.tags import Tag, sys_tags
+
+    if environment.tags is None:
+        return tuple(sys_tags())
+    return tuple(Tag(*tag.split("-", 2)) for tag in environment.tags)
 
 
 def describe(environment: Environment) -> str:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
 
-from .._disk.identity import canonical_name
 from .._errors import RequirementsFileError
+from .._options import DEFAULT_CHOICE, LockChoice
 from .environment import THIS, Environment
 from .local import Roots, no_roots
 from .model import PYLOCK, Lock, LockedPackage
@@ -24,7 +23,7 @@ _LOCK_NAME = re.compile(r"^pylock\.(?:[^.]+\.)?toml$")
 _LOCK_VERSION_KEY = re.compile(r"""^[ \t]*(?:lock-version|"lock-version"|'lock-version')[ \t]*=""", re.MULTILINE)
 _CACHE_SIZE = 64
 
-_Key = tuple[str, str, Environment, frozenset[str], frozenset[str] | None]
+_Key = tuple[str, str, Environment, LockChoice]
 _Stat = tuple[int, int, int, int, int]
 _cache: dict[_Key, tuple[_Stat, Lock]] = {}
 
@@ -51,18 +50,17 @@ def read_lock(
     path: str,
     *,
     environment: Environment | None = None,
-    extras: Iterable[str] = (),
-    groups: Iterable[str] | None = None,
+    choice: LockChoice = DEFAULT_CHOICE,
     roots: Roots | None = no_roots,
 ) -> Lock:
     """What the lock file at ``path`` installs in ``environment`` (this interpreter by default): a ``pylock.toml``
     (see :func:`is_lock_file`) or a requirements file whose every line that applies here is pinned and hashed.
 
-    ``extras`` and ``groups`` are the PEP 751 selection for a pylock (default: no extras, the lock's
-    ``default-groups``). A local artifact must be a regular file below the lock file's directory or one of
-    ``roots()``, the run's local find-links directories (see :mod:`.local`); ``roots`` ``None``: the lock is read
-    only to name its tree, and its local artifacts are not looked at. Any problem is one
-    :class:`RequirementsFileError` line (exit 2) naming the file.
+    ``choice`` is the PEP 751 selection of a pylock's extras and dependency groups (default: no extras, the lock's
+    ``default-groups``); a requirements file takes none (one line, exit 2). A local artifact must be a regular
+    file below the lock file's directory or one of ``roots()``, the run's local find-links directories (see
+    :mod:`.local`); ``roots`` ``None``: the lock is read only to name its tree, and its local artifacts are not
+    looked at. Any problem is one :class:`RequirementsFileError` line (exit 2) naming the file.
 
     A lock naming local artifacts is not remembered: each read checks them again, as they may have changed."""
     from .._requirements import foreign_lock
@@ -70,9 +68,7 @@ def read_lock(
     if (made_by := foreign_lock(path)) is not None:
         raise RequirementsFileError(f"{path}: not a lock this reads; `{made_by}` makes one")
     environment = environment or THIS
-    extras_set = frozenset(canonical_name(e) for e in extras)
-    groups_set = None if groups is None else frozenset(groups)
-    key = (path, "" if path.startswith("/") else os.getcwd(), environment, extras_set, groups_set)
+    key = (path, "" if path.startswith("/") else os.getcwd(), environment, choice)
     try:
         info = os.stat(path)
         signature: _Stat | None = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
@@ -88,13 +84,23 @@ def read_lock(
         from .._requirements import read_requirements_file
         from .hashed import lock_from_requirements
 
+        if choice.chosen():
+            raise RequirementsFileError(not_a_pylock(path, choice))
         return lock_from_requirements(read_requirements_file(path), path, environment=environment)
-    lock = Lock(path, PYLOCK, _pylock(path, text, environment, extras_set, groups_set, roots))
+    lock = Lock(path, PYLOCK, _pylock(path, text, environment, choice, roots))
     if signature is not None and not any(p.url and p.url.startswith("file:") for p in lock.packages):
         if len(_cache) >= _CACHE_SIZE:
             del _cache[next(iter(_cache))]
         _cache[key] = (signature, lock)
     return lock
+
+
+def not_a_pylock(path: str, choice: LockChoice) -> str:
+    """Why ``choice`` cannot be taken from the requirements file ``path``, in one line."""
+    return (
+        f"{path}: not a pylock.toml: {choice.flags()} choose among a pylock.toml's extras and dependency groups; a "
+        "requirements file names extras on its lines (name[extra]==1.0)"
+    )
 
 
 def forget() -> None:
@@ -106,8 +112,7 @@ def _pylock(
     path: str,
     text: str,
     environment: Environment,
-    extras: frozenset[str],
-    groups: frozenset[str] | None,
+    choice: LockChoice,
     roots: Roots | None,
 ) -> tuple[LockedPackage, ...]:
     import tomllib
@@ -120,4 +125,4 @@ def _pylock(
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise RequirementsFileError(f"{path}: not a valid TOML lock file: {error}") from None
-    return select(path, document, environment, extras=extras, groups=groups, roots=roots)
+    return select(path, document, environment, choice=choice, roots=roots)

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
-    from .._options import InstallOptions
+    from .._options import InstallOptions, LockChoice
+    from .environment import Environment
     from .model import Lock
 
 #: A lock file's tree is its own metapackage's only version.
@@ -30,7 +31,12 @@ LOCK_VERSION = Version("1")
 
 
 def read(
-    path: str, *, require_hashes: bool = False, install: InstallOptions | None = None
+    path: str,
+    *,
+    require_hashes: bool = False,
+    install: InstallOptions | None = None,
+    choice: LockChoice | None = None,
+    environment: Environment | None = None,
 ) -> Requested | list[Requested]:
     """A requirements file (``-r``) as asked: a lock file's tree, when it is a PEP 751 lock or every line of it is
     pinned and hashed, else its requirements one by one. Mixed hashed and unhashed lines, or anything not fully
@@ -39,18 +45,29 @@ def read(
     ``install``: the lock is read to be installed with these options, so each local artifact it names must be a
     regular file below the lock file's directory or a local find-links directory of theirs (see
     :mod:`.local`); ``None``: read only to name its tree (``path``, ``remove``, ``export``), which reads no
-    artifact."""
-    from .read import is_lock_file, read_lock
+    artifact.
+
+    ``choice``: the extras and dependency groups of a ``pylock.toml`` to install (``None``: its defaults); given
+    for another file, :class:`RequirementsFileError` (exit 2). ``environment``: the interpreter the tree is for
+    (``None``: this one), whose markers and wheel tags select the lock's packages and artifacts."""
+    from .._options import DEFAULT_CHOICE
+    from .read import is_lock_file, not_a_pylock, read_lock
 
     if is_lock_file(path):
-        return request(read_lock(path, roots=None if install is None else _find_links_roots(install)))
+        roots = None if install is None else _find_links_roots(install)
+        return request(read_lock(path, environment=environment, choice=choice or DEFAULT_CHOICE, roots=roots))
+    if choice is not None and choice.chosen():
+        from .._errors import RequirementsFileError
+
+        raise RequirementsFileError(not_a_pylock(path, choice))
     from .._requirements import read_requirements_file
+    from .environment import THIS
     from .hashed import hash_mode, lock_from_requirements
 
     found = read_requirements_file(path)
     index = found[0].file_index if found else None
-    if hash_mode(found, require_hashes=require_hashes):
-        return request(lock_from_requirements(found, path))._replace(file_index=index)
+    if hash_mode(found, require_hashes=require_hashes, environment=environment or THIS):
+        return request(lock_from_requirements(found, path, environment=environment or THIS))._replace(file_index=index)
     if index is not None and index.trusted_hosts and install is not None:
         _check_trusted(path, index.trusted_hosts, install)
     return found

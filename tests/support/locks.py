@@ -1,9 +1,13 @@
 """Lock files for tests and benchmarks: a pylock.toml shaped as uv writes one for a real project (an sdist and
-many wheels per package, each with URL, upload time, size and sha256), and hashed requirements lines."""
+many wheels per package, each with URL, upload time, size and sha256), a lock of wheels an index serves, with
+extras and dependency groups, and hashed requirements lines."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
 
 #: Twenty platform tags, as a numpy-like project publishes them; one or two fit any CPython 3.9-3.14 on Linux.
 WHEEL_TAGS = [
@@ -49,3 +53,28 @@ def uv_like_pylock(packages: int = 50, tags: list[str] | None = None, *, py3_whe
             )
         lines += ["]", ""]
     return "\n".join(lines)
+
+
+def served_pylock(
+    url: str,
+    wheels: Sequence[tuple[Path, str | None]],
+    *,
+    extras: Sequence[str] = (),
+    groups: Sequence[str] = (),
+    default_groups: Sequence[str] = (),
+) -> str:
+    """A PEP 751 lock of ``wheels`` as an index at ``url`` serves them (each file's URL and sha256), each with its
+    marker, declaring ``extras``, ``dependency-groups`` and ``default-groups``: what a locker writes for a project
+    with optional dependencies and dependency groups."""
+    lines = ['lock-version = "1.0"', 'created-by = "tests"']
+    for key, values in (("extras", extras), ("dependency-groups", groups), ("default-groups", default_groups)):
+        if values:
+            lines.append(f"{key} = [{', '.join(json.dumps(v) for v in values)}]")
+    for wheel, marker in wheels:
+        name, version = wheel.name.split("-")[:2]
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        lines += ["", "[[packages]]", f'name = "{name.replace("_", "-")}"', f'version = "{version}"']
+        if marker is not None:
+            lines.append(f"marker = {json.dumps(marker)}")
+        lines.append(f'wheels = [{{ url = "{url}{wheel.name}", hashes = {{ sha256 = "{digest}" }} }}]')
+    return "\n".join(lines) + "\n"

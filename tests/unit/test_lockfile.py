@@ -20,6 +20,7 @@ from repoinstall._lockfile.filenames import sdist_name, wheel_name
 from repoinstall._lockfile.hashed import hash_mode, is_hashed_requirements, lock_from_requirements
 from repoinstall._lockfile.model import Lock, LockedPackage
 from repoinstall._lockfile.read import forget, is_lock_file, read_lock
+from repoinstall._options import LockChoice
 from repoinstall._requirements import parse_spec, read_requirements_file
 
 A = "a" * 64
@@ -158,15 +159,27 @@ def test_extras_and_dependency_groups_follow_pep_751(tmp_path: Path) -> None:
     text += _package("speedup", "1", "marker = \"'fast' in extras\"", _wheels(("speedup-1-py3-none-any.whl", C)))
     path = _write(tmp_path, text)
 
-    def names(**options: object) -> list[str]:
-        return [p.name for p in read_lock(path, environment=LINUX312, **options).packages]  # type: ignore[arg-type]
+    def names(extras: tuple[str, ...] = (), groups: tuple[str, ...] | None = None) -> list[str]:
+        choice = LockChoice.of(extras, groups)
+        return [p.name for p in read_lock(path, environment=LINUX312, choice=choice).packages]
 
     assert names() == ["base", "dev-tool"]  # no extras, the default groups
     assert names(groups=()) == ["base"]
-    assert names(extras=["Fast"], groups=["docs"]) == ["base", "speedup"]
-    assert _refused(path, extras=["slow"]) == f"{path}: extras: the lock declares no extra 'slow' (it has ['fast'])"
-    assert _refused(path, groups=["test"]) == (
-        f"{path}: dependency-groups: the lock declares no group 'test' (it has ['dev', 'docs'])"
+    assert names(groups=("Docs",)) == ["base"]  # the groups given replace the defaults (as uv pip install --group)
+    assert names(extras=("Fast",), groups=("docs", "dev")) == ["base", "dev-tool", "speedup"]
+    unknown = LockChoice.of(["slow", "fast", "Quick"])
+    assert _refused(path, choice=unknown) == (
+        f"{path}: --extra quick, --extra slow: the lock declares no such extra (extras: fast; dependency-groups: "
+        "dev, docs)"
+    )
+    assert _refused(path, choice=LockChoice.of(groups=["test", "dev"])) == (
+        f"{path}: --group test: the lock declares no such group (extras: fast; dependency-groups: dev, docs)"
+    )
+    # A requirements file has no extras or groups to choose: one line, whatever it holds.
+    requirements = _write(tmp_path, f"p==1 --hash=sha256:{A}\n", "requirements.txt")
+    assert _refused(requirements, choice=LockChoice.of(["fast"], ["dev"])) == (
+        f"{requirements}: not a pylock.toml: --extra fast --group dev choose among a pylock.toml's extras and "
+        "dependency groups; a requirements file names extras on its lines (name[extra]==1.0)"
     )
 
 
@@ -534,3 +547,12 @@ def test_a_hashed_requirements_lock_for_another_environment(tmp_path: Path) -> N
     assert [p.name for p in lock_from_requirements(requested, path, environment=LINUX312).packages] == ["a"]
     expected = "a" if sys.version_info >= (3, 12) else "b"
     assert [p.name for p in lock_from_requirements(requested, path).packages] == [expected]
+
+
+def test_a_marker_that_cannot_be_evaluated_here_is_one_line_naming_it(tmp_path: Path) -> None:
+    text = HEAD + _package("p", "1", _wheels(("p-1-py3-none-any.whl", A)))
+    text += _package("q", "1", "marker = \"platform_release ~= 'abc'\"", _wheels(("q-1-py3-none-any.whl", B)))
+    path = _write(tmp_path, text)
+    assert _refused(path).startswith(
+        f"{path}: packages[1].marker: \"platform_release ~= 'abc'\": cannot be evaluated: "
+    )

@@ -242,6 +242,8 @@ def run(
     if proc.returncode != 0:
         if (mismatch := hash_mismatch(output)) is not None:
             raise InstallError(f"{what}: {mismatch}")  # one line: which artifact, and both hashes
+        if (down := unreachable(output, installer, sources)) is not None:
+            raise InstallError(f"{what}: {down}")  # one line: which index, and why (-v: the installer's log)
         if pinned and (gone := unavailable(output)) is not None:
             raise ArtifactGone(f"{what}: {gone}")  # one line: which artifact of the pinned closure is gone
         if (crash := crashed(output, installer, sources)) is not None:
@@ -253,6 +255,53 @@ def run(
         else:
             reason = f"{installer} failed (it exited with {proc.returncode})"
         raise InstallError(f"{what}: {reason}:\n{tail}")
+
+
+#: pip's connection failures, as urllib3 words them: the host and port it tried, and why (the last try's).
+_PIP_HOST = re.compile(r"host='(?P<host>[^']+)', port=(?P<port>\d+)")
+_PIP_BROKEN = re.compile(r"(?:after connection broken by|Max retries exceeded with url)")
+_PIP_REASON = re.compile(
+    r"\[Errno -?\d+\] (?P<reason>[^\"')\]]+)|ResponseError\('(?P<response>[^']+)'|(?P<timeout>timed out)", re.I
+)
+#: uv's: the URL it fetched, then its chain of causes, the last the reason.
+_UV_URL = re.compile(r"error sending request for url \((?P<url>[^)\s]+)\)")
+_UV_CAUSE = re.compile(r"^\s*cause: (?P<cause>.+?)(?: \(os error \d+\))?\s*$", re.M)
+
+
+def unreachable(output: str, installer: str, sources: tuple[str, ...]) -> str | None:
+    """The one line saying an index (or the host of a lock's URL) did not answer, naming it as configured,
+    credentials hidden, and why (the installer's last try); ``None`` if the installer failed for another reason.
+    pip and uv retry a host that does not answer and then fail: their log of retries is kept for ``-v``."""
+    from urllib.parse import urlsplit
+
+    from ..._redact import redact_all
+
+    if installer == "uv":
+        fetched = _UV_URL.search(output)
+        if fetched is None:
+            return None
+        parts = urlsplit(fetched.group("url"))
+        host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+        causes = [m.group("cause") for m in _UV_CAUSE.finditer(output, fetched.end())]
+        reason = causes[-1] if causes else "no answer"
+    else:
+        if not _PIP_BROKEN.search(output) or (tried := list(_PIP_HOST.finditer(output))) == []:
+            return None
+        last = tried[-1]
+        host, port = last.group("host"), int(last.group("port"))
+        why = [
+            m.group("reason") or m.group("response") or m.group("timeout")
+            for m in _PIP_REASON.finditer(output, last.start())
+        ]
+        reason = why[0] if why else "no answer"
+    for source in sources:
+        parts = urlsplit(source)
+        if parts.hostname == host and (parts.port or (443 if parts.scheme == "https" else 80)) == port:
+            named = f"index {redact_all(source)}"
+            break
+    else:
+        named = f"{host}:{port}"
+    return f"{named} does not answer ({reason.strip().lower()[:200]}); {installer} gave up after its retries"
 
 
 #: The last line of a Python traceback: the exception's name and message.
