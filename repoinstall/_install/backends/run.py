@@ -240,21 +240,29 @@ def run(
     output = redact_all(output_bytes.decode("utf-8", "replace"))
     _log.logger().debug("%s: %s said:\n%s", what, installer, output.rstrip())
     if proc.returncode != 0:
-        if (mismatch := hash_mismatch(output)) is not None:
-            raise InstallError(f"{what}: {mismatch}")  # one line: which artifact, and both hashes
-        if (down := unreachable(output, installer, sources)) is not None:
-            raise InstallError(f"{what}: {down}")  # one line: which index, and why (-v: the installer's log)
-        if pinned and (gone := unavailable(output)) is not None:
-            raise ArtifactGone(f"{what}: {gone}")  # one line: which artifact of the pinned closure is gone
-        if (crash := crashed(output, installer, sources)) is not None:
-            raise InstallError(f"{what}: {crash}")  # one line, not the tail of a traceback
-        lines = [line for line in output.splitlines() if line.strip()]
-        tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
-        if "No space left on device" in output:
-            reason = f"the repo's filesystem is full ({installer} exited with {proc.returncode})"
-        else:
-            reason = f"{installer} failed (it exited with {proc.returncode})"
-        raise InstallError(f"{what}: {reason}:\n{tail}")
+        raise failure(output, proc.returncode, what, installer, pinned=pinned, sources=sources)
+
+
+def failure(
+    output: str, code: int, what: str, installer: str, *, pinned: bool, sources: tuple[str, ...]
+) -> InstallError:
+    """What a run of the installer that exited with ``code`` failed of, read off its (redacted) ``output``: one
+    line where the cause is known, else the reason with the tail of its output."""
+    if (mismatch := hash_mismatch(output)) is not None:
+        return InstallError(f"{what}: {mismatch}")  # one line: which artifact, and both hashes
+    if (down := unreachable(output, installer, sources)) is not None:
+        return InstallError(f"{what}: {down}")  # one line: which index, and why (-v: the installer's log)
+    if pinned and (gone := unavailable(output)) is not None:
+        return ArtifactGone(f"{what}: {gone}")  # one line: which artifact of the pinned closure is gone
+    if (crash := crashed(output, installer, sources)) is not None:
+        return InstallError(f"{what}: {crash}")  # one line, not the tail of a traceback
+    lines = [line for line in output.splitlines() if line.strip()]
+    tail = "\n".join("  " + line for line in lines[-_TAIL_LINES:])
+    if "No space left on device" in output:
+        reason = f"the repo's filesystem is full ({installer} exited with {code})"
+    else:
+        reason = f"{installer} failed (it exited with {code})"
+    return InstallError(f"{what}: {reason}:\n{tail}")
 
 
 #: pip's connection failures, as urllib3 words them: the host and port it tried, and why (the last try's).
