@@ -76,6 +76,12 @@ class Source:
         self.settings = settings
         self._registry: Registry | None = None
         self._guard = threading.Lock()
+        #: The distributions a tree of this ensure has claimed to store (before taking their locks), each with the
+        #: event set once it let them go (stored, or failed). Invariant: changed only under ``_guard``, one claim
+        #: per distribution, and an event is set only after its entry is gone. A claim is taken just before its
+        #: lock, in the same DistId order, and let go after every lock (so never a circle): another tree of the
+        #: same ensure waits on it and wakes at once, instead of polling the lock's note.
+        self._storing: dict[DistId, threading.Event] = {}
 
     def registry(self) -> Registry:
         with self._guard:
@@ -86,6 +92,27 @@ class Source:
     def close(self) -> None:
         if self._registry is not None:
             self._registry.close()
+
+    def _claim(self, dist: DistId, events: dict[DistId, threading.Event]) -> bool:
+        """Claim ``dist`` for this tree, in ``events``, once no other tree of this ensure has it claimed; whether
+        one had (then it may be stored now)."""
+        waited = False
+        while True:
+            with self._guard:
+                event = self._storing.get(dist)
+                if event is None:
+                    events[dist] = self._storing[dist] = threading.Event()
+                    return waited
+            event.wait()
+            waited = True
+
+    def _let_go(self, events: dict[DistId, threading.Event]) -> None:
+        with self._guard:
+            for dist, event in events.items():
+                if self._storing.get(dist) is event:
+                    del self._storing[dist]
+        for event in events.values():
+            event.set()
 
     def find(self, tid: TreeId) -> Found | None:
         """The image of ``tid`` for its environment, or ``None`` if the registry has none."""
@@ -120,6 +147,28 @@ class Source:
         image = _image.with_config(image, config, tid.env, platform_of(tid.env), where)
         return Found(image, self.reference.pinned(image.digest))
 
+    def _fetch(
+        self, found: Found, layer: _image.LayerRef, scratch: str, budget: Budget, hashed: Hashed
+    ) -> dict[DistId, str]:
+        """``layer``'s distributions fetched, unpacked and checked into private dirs under ``scratch``: their
+        paths there. Nothing is published: a layer's files reach the store only once every layer is checked.
+        One pass over its bytes as they arrive: the blob's digest, its decompression, the diff_id, the files
+        written and hashed; its digest is confirmed as its last byte is read, and only then is it checked and
+        later published (a blob that is not its digest leaves a dir in this private staging, nothing more)."""
+        os.makedirs(scratch)
+        what = f"{found.reference}: layer {layer.digest} ({layer.held})"
+        attempts = itertools.count()
+
+        def unpacked(chunks: Iterator[bytes]) -> str:
+            staged = os.path.join(scratch, f"dist-{next(attempts)}")  # a GET asked again starts afresh
+            os.mkdir(staged)
+            unpack(chunks, layer.size, layer.diff_id, staged, what, budget, hashed)  # its diff_id recomputed
+            return staged
+
+        staged = self.registry().stream_blob(layer.digest, layer.size, what, unpacked, scratch)
+        assert staged  # never False: a missing blob is an error
+        return _checked(layer.dists, staged, os.path.join(scratch, "split"), what, hashed)
+
     def fill(
         self,
         found: Found,
@@ -145,24 +194,7 @@ class Source:
         hashed = staging.hashed  # each file's digest as it was unpacked: checked against its RECORD, not re-read
 
         def fetch(layer: _image.LayerRef, scratch: str) -> dict[DistId, str]:
-            """``layer``'s distributions fetched, unpacked and checked into private dirs under ``scratch``: their
-            paths there. Nothing is published: a layer's files reach the store only once every layer is checked.
-            One pass over its bytes as they arrive: the blob's digest, its decompression, the diff_id, the files
-            written and hashed; its digest is confirmed as its last byte is read, and only then is it checked and
-            later published (a blob that is not its digest leaves a dir in this private staging, nothing more)."""
-            os.makedirs(scratch)
-            what = f"{found.reference}: layer {layer.digest} ({layer.held})"
-            attempts = itertools.count()
-
-            def unpacked(chunks: Iterator[bytes]) -> str:
-                staged = os.path.join(scratch, f"dist-{next(attempts)}")  # a GET asked again starts afresh
-                os.mkdir(staged)
-                unpack(chunks, layer.size, layer.diff_id, staged, what, budget, hashed)  # its diff_id recomputed
-                return staged
-
-            staged = self.registry().stream_blob(layer.digest, layer.size, what, unpacked, scratch)
-            assert staged  # never False: a missing blob is an error
-            return _checked(layer.dists, staged, os.path.join(scratch, "split"), what, hashed)
+            return self._fetch(found, layer, scratch, budget, hashed)
 
         # Stage every layer the store lacks, each checked, holding each one's lock (taken in DistId order, as
         # every holder of several: never a circle) so that a peer pulling another tree that shares it fetches it
@@ -178,9 +210,13 @@ class Source:
         lacking = [dist for dist in sorted(by_dist) if not fit(layout, dist)]
         workers = max(1, min(len({by_dist[dist].digest for dist in lacking}), (os.cpu_count() or 1) - 1, _WORKERS))
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="repoinstall-layer")
+        events: dict[DistId, threading.Event] = {}  # what this tree has claimed, for the others of its ensure
         with contextlib.ExitStack() as held_locks:
+            held_locks.callback(self._let_go, events)  # the first entered, so the last done: after every release
             try:
                 for number, dist in enumerate(lacking):
+                    if self._claim(dist, events) and _store.present(layout, dist):
+                        continue  # another tree of this ensure stored it
                     ready = partial(_store.present, layout, dist)
                     held = held_locks.enter_context(locks.hold(dist.lock_key(), ready=ready))
                     if held.peer_finished or _store.present(layout, dist):
