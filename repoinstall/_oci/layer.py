@@ -363,7 +363,12 @@ def _extract(
 def _write(tar: tarfile.TarFile, member: tarfile.TarInfo, full: str, hashed: Hashed | None) -> None:
     """The regular file ``member`` written to the new path ``full``, and hashed as it is written: the check
     against its RECORD before its publish, and the tree's verify, read it no more (this install's own file in
-    its private dir: see :class:`repoinstall._disk.dists.Hashed`)."""
+    its private dir: see :class:`repoinstall._disk.dists.Hashed`).
+
+    Not fsynced, as no file a distribution is stored with is (containerd neither fsyncs a layer's files): the
+    rename that publishes its dir is the commit point, readers see all of it or none; a file a power loss left
+    empty or short after that is found by ``verify`` (every file hashed against its RECORD) and put back by
+    ``repair``, and no new tree is published with it (see docs/concepts/store.md)."""
     source = tar.extractfile(member)
     assert source is not None
     fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755 if member.mode & 0o111 else 0o644)
