@@ -319,7 +319,7 @@ def main() -> None:
     rounds = 1 if args.quick else args.rounds
     with tempfile.TemporaryDirectory(prefix="bench-oci-") as tmp:
         work = Path(tmp)
-        package = package_set(work, args.quick)
+        package = package_set(work, args.quick or args.only_hydrate)  # the hydrate figure's own real wheels
         print(f"{machine()}; {rounds} round(s), medians; {package.said}")
         with registry(work / "registry") as found:
             if args.only_hydrate:
