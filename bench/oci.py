@@ -17,21 +17,31 @@ Beside it, an app tree (built here) that needs the same libraries.
    cache): wall and CPU seconds, medians.
 4. ``import`` of the tree's top module from the unpacked image (umoci) against from the tree on the repo:
    files opened and stat calls (strace), sources read and pycs written (none, for both: hash-based pycs).
+5. Hydrating costs what moving the bytes costs: the real numpy + pandas wheels (bench/realwheels.py, served on
+   127.0.0.1; with --quick the built app tree) installed as two trees and pushed, then, as alternating pairs
+   (``--pairs``, 10 by default), ``ensure numpy pandas --from`` into an empty repo (every layer's digest, bounds,
+   RECORDs and closure checked, in private staging) against ``skopeo copy docker://... oci:DIR`` of both images and
+   GNU ``tar -xzf`` of each layer blob into one dir: medians, each pair's own ratio (median, min-max), beside the
+   1.5x target and the figure before (2.07x).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -43,7 +53,10 @@ from wheels import make_wheel
 from repoinstall._install.backends.uv import _binary as uv_binary
 
 STOPPED = "http://127.0.0.1:9/simple"
-TOOLS = ("docker-registry", "skopeo", "umoci", "strace")
+TOOLS = ("docker-registry", "skopeo", "umoci", "strace", "tar")
+#: Hydrating: the target, and what the code before this figure was measured at (numpy + pandas, 2026-11-27).
+HYDRATE_TARGET = 1.5
+HYDRATE_BEFORE = 2.07
 
 
 class PackageSet(NamedTuple):
@@ -195,10 +208,110 @@ def unpacked(where: str, tag: str, work: Path) -> str:
     return str(work / "bundle" / "rootfs")
 
 
+class Timed(NamedTuple):
+    seconds: float
+    cpu: float
+
+
+@contextlib.contextmanager
+def timed() -> Iterator[list[Timed]]:
+    """Wall and CPU seconds (of the children waited for) of the block: the one item of the list it yields."""
+    got: list[Timed] = []
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    yield got
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    got.append(Timed(time.perf_counter() - started, cpu))
+
+
+def hydrate_source(work: Path, quick: bool, package: PackageSet) -> Iterator[tuple[list[str], list[str], str]]:
+    """Yield (the specs of the trees, the options that install them from an index, what they are)."""
+    if quick:
+        yield [package.app], ["--no-index", "-f", str(package.wheels)], "the built app tree (--quick)"
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import realwheels
+
+    with realwheels.serve("pep658") as index:
+        said = ", ".join(w.name.split("-")[0] + " " + w.name.split("-")[1] for w in realwheels.wheels())
+        yield realwheels.SPECS, ["--index-url", index.url + "simple"], f"real wheels: {said}"
+
+
+def hydrate(found_host: str, work: Path, quick: bool, package: PackageSet, pairs: int) -> None:
+    """Section 5: ``ensure --from`` into an empty repo against ``skopeo copy`` + ``tar -xzf`` of each layer."""
+    where = f"{found_host}/hydrate"
+    source = hydrate_source(work, quick, package)
+    specs, options, said = next(source)
+    images = pushed_all(repoinstall("push", where, *specs, "--repo", work / "hydrate-source", *options,
+                                    "--plain-http", env=pod_env(work / "cache-hydrate")))  # fmt: skip
+    source.close()  # the index is not needed any more
+    layers: set[str] = set()
+    for image in images:
+        raw = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false",
+                              f"docker://{where}@{image['manifest']}"],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        layers |= {layer["digest"] for layer in json.loads(raw)["layers"]}
+
+    def ours(number: int) -> Timed:
+        scratch = work / f"hydrate-ours-{number}"
+        command = cli("ensure", *specs, "--repo", scratch / "repo", "--from", where, "--index-url", STOPPED,
+                      "--plain-http", "--json")  # fmt: skip
+        with timed() as got:
+            done = subprocess.run(command, env=pod_env(scratch / "cache"), capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.exit(f"ensure --from failed: {done.stderr.strip()[-800:]}")
+        subprocess.run(["chmod", "-R", "u+w", str(scratch)], check=False)  # the store's files are read-only
+        shutil.rmtree(scratch, ignore_errors=True)
+        return got[0]
+
+    def baseline(number: int) -> Timed:
+        scratch = work / f"hydrate-base-{number}"
+        layout, out = scratch / "oci", scratch / "rootfs"
+        out.mkdir(parents=True)
+        with timed() as got:
+            for image in images:
+                subprocess.run(["skopeo", "copy", "-q", "--src-tls-verify=false", f"docker://{image['tag']}",
+                                f"oci:{layout}:{str(image['tag']).rsplit(':', 1)[1]}"], check=True)  # fmt: skip
+            for digest in sorted(layers):
+                blob = layout / "blobs" / "sha256" / digest.split(":", 1)[1]
+                subprocess.run(["tar", "-xzf", str(blob), "-C", str(out)], check=True)
+        subprocess.run(["chmod", "-R", "u+w", str(scratch)], check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+        return got[0]
+
+    rows: list[tuple[Timed, Timed]] = []
+    for number in range(pairs):  # alternating which goes first
+        if number % 2 == 0:
+            first = ours(number)
+            rows.append((first, baseline(number)))
+        else:
+            second = baseline(number)
+            rows.append((ours(number), second))
+    ratios = sorted(a.seconds / b.seconds for a, b in rows)
+    load = os.getloadavg()[0]
+    print(f"\n5. hydrating {len(images)} trees, {len(layers)} layers ({said}), {pairs} alternating pairs, "
+          f"load average {load:.1f} on {os.cpu_count()} cores at the end")  # fmt: skip
+    print(f"   {'':<34} {'wall s':>7} {'min':>6} {'max':>6} {'cpu s':>7}")
+    for label, index in (("ensure --from (checked, staged)", 0), ("skopeo copy + tar -xzf", 1)):
+        walls = [row[index].seconds for row in rows]
+        cpus = [row[index].cpu for row in rows]
+        print(f"   {label:<34} {statistics.median(walls):>7.2f} {min(walls):>6.2f} {max(walls):>6.2f} "
+              f"{statistics.median(cpus):>7.2f}")  # fmt: skip
+    print(f"   each pair's ratio: median {statistics.median(ratios):.2f}x (min {ratios[0]:.2f}x, "
+          f"max {ratios[-1]:.2f}x); target at most {HYDRATE_TARGET}x; before {HYDRATE_BEFORE}x")  # fmt: skip
+
+
+def pushed_all(result: dict[str, object]) -> list[dict[str, object]]:
+    return list(result["images"])  # type: ignore[call-overload]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="built wheels, one round (for CI)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=10, help="alternating pairs of the hydrate figure (5.)")
+    parser.add_argument("--only-hydrate", action="store_true", help="only the hydrate figure (5.)")
     args = parser.parse_args()
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
@@ -206,9 +319,12 @@ def main() -> None:
     rounds = 1 if args.quick else args.rounds
     with tempfile.TemporaryDirectory(prefix="bench-oci-") as tmp:
         work = Path(tmp)
-        package = package_set(work, args.quick)
+        package = package_set(work, args.quick or args.only_hydrate)  # the hydrate figure's own real wheels
         print(f"{machine()}; {rounds} round(s), medians; {package.said}")
         with registry(work / "registry") as found:
+            if args.only_hydrate:
+                hydrate(found.host, work, args.quick, package, 1 if args.quick else args.pairs)
+                return
             where = f"{found.host}/trees"
             common = ["--no-index", "-f", str(package.wheels), "--plain-http"]
             env = pod_env(work / "cache-one")
@@ -271,6 +387,9 @@ def main() -> None:
                 print(
                     f"   {label:<22} {row.opened:>7} {row.stats:>7} {row.in_tree:>8} {row.sources:>9} {row.written:>8}"
                 )
+
+            # 5. Hydrating against moving the bytes.
+            hydrate(found.host, work, args.quick, package, 1 if args.quick else args.pairs)
 
 
 if __name__ == "__main__":

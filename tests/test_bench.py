@@ -131,6 +131,8 @@ def test_oci_benchmark_pushes_only_new_layers_and_one_digest_per_distribution() 
     assert "repoinstall --from" in out and "pip / --from:" in out and "uv / --from:" in out, out
     rows = [line.split() for line in out.splitlines() if line.strip().startswith(("the unpacked image", "the tree"))]
     assert len(rows) == 2 and all(row[-2:] == ["0", "0"] for row in rows), out  # no source read, nothing written
+    assert "5. hydrating 1 trees, 4 layers" in out and "each pair's ratio: median" in out, out
+    assert "target at most 1.5x" in out, out
 
 
 def test_bytecode_benchmark_prints_each_installer_beside_its_bare_run_and_target() -> None:

@@ -5,6 +5,7 @@ watching, and pulled into a second repo with its index stopped."""
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import cli, isolated_env, run
+from helpers import cli, isolated_env, run, wait_until
 from indexserver import IndexServer
 from registry import Registry, registry, tags
 from wheels import make_wheel
@@ -354,3 +355,47 @@ def test_a_damaged_stored_distribution_stops_the_push_before_any_upload(
                      "--plain-http", "--json")  # fmt: skip
         assert pushed.returncode == 0, pushed.stderr
         assert len(tags(oci, "damaged")) == 6  # each tree's tag, its platform tag and its wheels' tag
+
+
+def _blob_gets(oci: Registry, repository: str) -> collections.Counter[str]:
+    """The blob GETs the registry answered for ``repository``, per digest, from its access log: once a request
+    sent after them is logged (the registry logs each request as it ends)."""
+    marker = f"/v2/{repository}/tags/list?n=1&marker={os.urandom(6).hex()}"
+    httpx.get(oci.url(marker))
+    log = oci.root.parent / "registry.log"
+    wait_until(lambda: marker in log.read_text(errors="replace"), what="the registry to log the marker request")
+    found = re.findall(rf'"GET /v2/{re.escape(repository)}/blobs/(sha256:[0-9a-f]{{64}}) HTTP/[0-9.]+" 200 ',
+                       log.read_text(errors="replace"))  # fmt: skip
+    return collections.Counter(found)
+
+
+def test_a_pull_gets_each_layer_once_per_repo(tmp_path: Path, served: IndexServer, oci: Registry) -> None:
+    """Two trees sharing base-lib pulled at once into a new repo GET each layer blob once (base-lib's too); a tree
+    pulled later into the same repo GETs only the layer the store lacks, and one present GETs nothing."""
+    repository = f"once-{tmp_path.name[-8:].lower().strip('_')}"
+    where = f"{oci.host}/{repository}"
+    images = push(tmp_path / "source", served, where, "app-one==1.0", "app-two==1.0", "base-lib==1.0")["images"]
+    layers: dict[str, set[str]] = {}
+    for image in images:
+        manifest = json.loads(skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{where}@{image['manifest']}"))
+        layers[str(image["tree"])] = {layer["digest"] for layer in manifest["layers"]}
+    shared = layers["base-lib==1.0"]
+    assert len(shared) == 1 and shared < layers["app-one==1.0"] and shared < layers["app-two==1.0"]
+    before = _blob_gets(oci, repository)
+
+    def pull(*specs: str) -> collections.Counter[str]:
+        done = run("ensure", *specs, "--repo", tmp_path / "repo", "--index-url", STOPPED, "--from", where,
+                   "--plain-http")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return _blob_gets(oci, repository)
+
+    cold = pull("app-one==1.0", "base-lib==1.0") - before
+    wanted = layers["app-one==1.0"]
+    assert {digest: cold[digest] for digest in wanted} == dict.fromkeys(wanted, 1), cold
+    later = pull("app-two==1.0") - before - cold
+    assert {digest: later[digest] for digest in layers["app-two==1.0"]} == {
+        **dict.fromkeys(layers["app-two==1.0"] - shared, 1), **dict.fromkeys(shared, 0)
+    }, later  # fmt: skip
+    again = pull("app-one==1.0", "app-two==1.0", "base-lib==1.0") - before - cold - later
+    assert not +again, again
+    assert run("verify", "--repo", tmp_path / "repo").returncode == 0

@@ -23,7 +23,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
 import httpx
 
@@ -38,6 +38,8 @@ from .settings import Settings
 if TYPE_CHECKING:
     from .auth import Credentials
     from .reference import Reference
+
+T = TypeVar("T")
 
 _REDIRECTS = 5
 _ATTEMPTS = 3
@@ -144,63 +146,88 @@ class Registry:
         past the layer bound, if more arrives than ``size``, or if its digest is not ``digest``; one line, and
         nothing asked for, if ``out``'s filesystem has less room than ``size``. ``missing_ok``: ``False`` (and no
         file) if the registry has no such blob (404)."""
+        created = False
+
+        def write(chunks: Iterator[bytes]) -> bool:
+            nonlocal created
+            if created:
+                os.unlink(out)  # a failed attempt's: each starts over
+            with open(out, "xb") as handle:
+                created = True
+                for chunk in chunks:
+                    handle.write(chunk)
+            return True
+
+        try:
+            return self.stream_blob(digest, size, what, write, os.path.dirname(os.path.abspath(out)),
+                                    missing_ok=missing_ok)  # fmt: skip
+        except BaseException:
+            if created:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(out)
+            raise
+
+    def stream_blob(
+        self,
+        digest: str,
+        size: int,
+        what: str,
+        consume: Callable[[Iterator[bytes]], T],
+        scratch: str,
+        *,
+        missing_ok: bool = False,
+    ) -> T | Literal[False]:
+        """GET a blob and hand its bytes, as they arrive, to ``consume``; what it returns. Each chunk is counted
+        and hashed on its way: :class:`Refused` if ``size`` (as its manifest claims it) is past the layer bound,
+        if more arrives than ``size``, or, when the last chunk has been handed over, if its digest is not
+        ``digest`` (so ``consume`` must write only where nothing is published, and read to the end). A GET that
+        fails for a while (5xx, 429, a dropped connection) is asked again and ``consume`` called again, afresh.
+        ``scratch``: where ``consume`` writes; one line, and nothing asked for, if its filesystem has less room
+        than ``size``. ``missing_ok``: ``False``, and ``consume`` never called, if the registry has no such blob
+        (404)."""
         if size > self.settings.max_layer_bytes:
             raise Refused(f"{what}: claims {size} bytes, more than {self.settings.max_layer_bytes} "
                           "(--registry-max-layer-bytes): refused")  # fmt: skip
-        scratch = os.path.dirname(os.path.abspath(out))
         stat = os.statvfs(scratch)
         if size > (room := stat.f_bavail * stat.f_frsize):
             raise InstallError(f"{what}: claims {size} bytes, and {scratch} has {room} bytes free: not fetched")
         for attempt in range(1, _ATTEMPTS + 1):
             try:
-                return self._fetch_blob_once(digest, size, out, what, missing_ok)
+                return self._stream_blob_once(digest, size, what, consume, missing_ok)
             except RegistryError as error:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(out)  # the next attempt starts over
                 if attempt == _ATTEMPTS or not getattr(error, "transient", False):
                     raise
             time.sleep(0.2 * attempt)
         raise AssertionError("unreachable")
 
-    def _fetch_blob_once(self, digest: str, size: int, out: str, what: str, missing_ok: bool) -> bool:
-        """One GET of a blob into the new file ``out``. A 5xx or 429, or a connection dropped before the end of
+    def _stream_blob_once(
+        self, digest: str, size: int, what: str, consume: Callable[[Iterator[bytes]], T], missing_ok: bool
+    ) -> T | Literal[False]:
+        """One GET of a blob, its bytes to ``consume``. A 5xx or 429, or a connection dropped before the end of
         the body, is a transient :class:`RegistryError` (retried, as a manifest's GET is); a timeout or too slow
         is not (a slow registry stays slow), nor a whole answer that is not the blob (:class:`Refused`)."""
         ok = (200, 404) if missing_ok else (200,)
         with self._stream("GET", self._url("blobs", digest), ok=ok) as response:
             if response.status_code == 404:
                 return False
-            self._receive(response, digest, size, out, what)
-        return True
-
-    def _receive(self, response: httpx.Response, digest: str, size: int, out: str, what: str) -> None:
-        with (
-            open(out, "xb") as handle,
-            _log.phase(
+            checked = _Checked(response, digest, size, what, self.reference.host, self.settings)
+            with _log.phase(
                 "pull.layer", f"pulling {digest[:19]}", "pulled %s, %d bytes", digest, size, total=size,
                 unit="bytes", registry=self.reference.host,
-            ) as pulling,
-        ):  # fmt: skip
-            sha = hashlib.sha256()
-            count = 0
-            pace = Pace(
-                self.settings.min_rate, self.settings.rate_window, size, f"{what}: registry {self.reference.host}"
-            )
-            try:
-                for chunk in response.iter_bytes():  # as each read gives them, so a trickle is seen as one
-                    pace.add(len(chunk))
-                    count += len(chunk)
-                    if count > size:
-                        raise Refused(f"{what}: blob {digest} is larger than the {size} bytes its manifest says")
-                    sha.update(chunk)
-                    handle.write(chunk)
-                    pulling.advance(len(chunk))
-            except httpx.HTTPError as error:
-                dropped = RegistryError(f"registry {self.reference.host}: {_worded(error)}")
-                dropped.transient = not isinstance(error, httpx.TimeoutException)  # type: ignore[attr-defined]
-                raise dropped from None
-        if f"sha256:{sha.hexdigest()}" != digest or count != size:
-            raise Refused(f"{what}: blob {digest}: what the registry sent does not match its digest: refused")
+            ) as pulling:  # fmt: skip
+                checked.advance = pulling.advance  # a live display counts the bytes as they arrive
+                chunks = iter(checked)
+                try:
+                    result = consume(chunks)
+                except Refused:
+                    # Refused before its end (not a tar, unsafe, over a bound): the rest is read, within its claimed
+                    # size, so that a blob that is not its digest is refused as that, the truer of the two.
+                    for _ in chunks:
+                        pass
+                    raise
+                if not checked.finished:
+                    raise AssertionError(f"{what}: blob {digest} was not read to its end, so never checked")
+            return result
 
     def fetch_document(self, digest: str, size: int, what: str) -> bytes:
         """A small blob (a config) in memory, verified."""
@@ -401,6 +428,40 @@ class Registry:
         if response.status_code != 200 or not isinstance(token, str) or not token:
             raise RegistryError(f"registry {self.reference.host}: its token service gave no token")
         self._authorization = f"Bearer {token}"
+
+
+class _Checked:
+    """A blob's body as it arrives: paced, counted against its claimed size and hashed on the way; its digest is
+    checked once the last chunk is read, before the reader is told that was the last (:class:`Refused`)."""
+
+    def __init__(self, response: httpx.Response, digest: str, size: int, what: str, host: str, settings: Settings):
+        self.response, self.digest, self.size, self.what, self.host = response, digest, size, what, host
+        self.pace = Pace(settings.min_rate, settings.rate_window, size, f"{what}: registry {host}")
+        self.finished = False
+        #: Told each chunk's size as it arrives (a live display's count).
+        self.advance: Callable[[int], None] = lambda _count: None
+
+    def __iter__(self) -> Iterator[bytes]:
+        sha = hashlib.sha256()
+        count = 0
+        try:
+            for chunk in self.response.iter_bytes():  # as each read gives them, so a trickle is seen as one
+                self.pace.add(len(chunk))
+                count += len(chunk)
+                if count > self.size:
+                    raise Refused(f"{self.what}: blob {self.digest} is larger than the {self.size} bytes its "
+                                  "manifest says")  # fmt: skip
+                sha.update(chunk)
+                self.advance(len(chunk))
+                yield chunk
+        except httpx.HTTPError as error:
+            dropped = RegistryError(f"registry {self.host}: {_worded(error)}")
+            dropped.transient = not isinstance(error, httpx.TimeoutException)  # type: ignore[attr-defined]
+            raise dropped from None
+        if f"sha256:{sha.hexdigest()}" != self.digest or count != self.size:
+            raise Refused(f"{self.what}: blob {self.digest}: what the registry sent does not match its digest: "
+                          "refused")  # fmt: skip
+        self.finished = True
 
 
 class Pace:

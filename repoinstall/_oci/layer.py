@@ -15,6 +15,7 @@ allows (per layer, and for its image in all), or whose uncompressed digest is no
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
@@ -22,10 +23,12 @@ import os
 import posixpath
 import tarfile
 import threading
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
 from typing import IO, NamedTuple
 
 from .._disk import walk as _walk
+from .._disk.dists import Hashed, record_hash
 from .._errors import InstallError, SourceRefused
 from .._redact import shown
 from .settings import Settings
@@ -35,6 +38,8 @@ MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 MTIME = 0
 COMPRESSLEVEL = 6
 _CHUNK = 1 << 20
+#: zlib's window bits for one gzip member (header and trailer checked).
+_GZIP = 16 + zlib.MAX_WBITS
 #: A layer may decompress to at most this many times its compressed size (plus a floor), and never more than
 #: the ceiling: Python distributions compress 3-10 times; a bomb compresses a thousand times and more.
 RATIO = 100
@@ -183,6 +188,13 @@ class Budget:
             raise Refused(f"{spent.what}: its image writes more than {settings.max_files} files in all "
                           "(--registry-max-files): refused")  # fmt: skip
 
+    def refund(self, spent: _Spent) -> None:
+        """Give back what one layer's failed unpack (``spent``) charged: its dir is thrown away."""
+        with self._guard:
+            self.bytes -= spent.bytes
+            self.files -= spent.files
+        spent.bytes = spent.files = 0
+
 
 class _Spent:
     """What one layer's unpack has written so far."""
@@ -193,53 +205,98 @@ class _Spent:
         self.files = 0
 
 
-class _Bounded(io.RawIOBase):
-    """A readable stream over decompressed bytes that hashes them and stops past ``limit``."""
+class _Inflating(io.RawIOBase):
+    """A readable stream of a gzip layer's decompressed bytes, made from its compressed chunks as they arrive (the
+    download's, whose digest is checked as the last of them is read): each gzip member in turn, as
+    :class:`gzip.GzipFile` reads them (zero bytes between members skipped), each member's CRC and length checked
+    by zlib; hashed on the way (the diff_id), and stopped past ``limit`` (a bomb) before more is handed on."""
 
-    def __init__(self, source: IO[bytes], limit: int, what: str) -> None:
-        self.source = source
+    def __init__(self, chunks: Iterator[bytes], limit: int, what: str) -> None:
+        self.chunks = chunks
         self.limit = limit
         self.what = what
         self.sha = hashlib.sha256()
         self.count = 0
+        self._zlib = zlib.decompressobj(_GZIP)
+        self._input = b""  # compressed bytes not yet handed to zlib
+        self._open = False  # a member begun and not ended
+        self._members = 0
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.source.read(min(len(buffer), _CHUNK))
-        self.count += len(data)
-        if self.count > self.limit:
-            raise Refused(f"{self.what}: decompresses to more than {self.limit} bytes (a gzip bomb?): refused")
-        self.sha.update(data)
-        buffer[: len(data)] = data
-        return len(data)
+        want = min(len(buffer), _CHUNK)
+        while True:
+            if not self._input:
+                chunk = next(self.chunks, None)
+                if chunk is None:
+                    if self._open:
+                        raise EOFError("compressed data ended before the end-of-stream marker")
+                    return 0
+                self._input = chunk
+            if not self._open:
+                self._input = self._input.lstrip(b"\0") if self._members else self._input
+                if not self._input:
+                    continue
+                self._open, self._members = True, self._members + 1
+            data = self._zlib.decompress(self._input, want)  # at most ``want``: a bomb never fills memory
+            self._input = self._zlib.unconsumed_tail
+            if self._zlib.eof:  # this member ended (its CRC and length checked): what follows is the next one's
+                self._input, self._open = self._zlib.unused_data, False
+                self._zlib = zlib.decompressobj(_GZIP)
+            if data:
+                self.count += len(data)
+                if self.count > self.limit:
+                    raise Refused(f"{self.what}: decompresses to more than {self.limit} bytes (a gzip bomb?): refused")
+                self.sha.update(data)
+                buffer[: len(data)] = data
+                return len(data)
 
 
-def unpack(blob: str, diff_id: str, target: str, what: str, budget: Budget | None = None) -> int:
-    """Unpack the verified gzip layer ``blob`` into the empty private dir ``target``; its uncompressed size.
-    :class:`Refused` for anything unsafe, a bomb, more than ``budget`` allows (its image's, shared by all its
-    layers; by default the default bounds for this layer alone), or an uncompressed digest other than ``diff_id``."""
-    limit = min(CEILING, FLOOR + RATIO * os.path.getsize(blob))
+def unpack(
+    blob: str | Iterator[bytes],
+    size: int,
+    diff_id: str,
+    target: str,
+    what: str,
+    budget: Budget | None = None,
+    hashed: Hashed | None = None,
+) -> int:
+    """Unpack the gzip layer ``blob`` (a verified file, or its compressed bytes as they arrive, ``size`` of them,
+    checked as the last is read) into the empty private dir ``target``; its uncompressed size. One pass: the
+    bytes are decompressed, hashed for the diff_id and written as they come, each file hashed as it is written
+    into ``hashed`` (this install's, see :class:`repoinstall._disk.dists.Hashed`), so the checks against its
+    RECORD that follow read none of it again. :class:`Refused` for anything unsafe, a bomb, more than ``budget``
+    allows (its image's, shared by all its layers; by default the default bounds for this layer alone), or an
+    uncompressed digest other than ``diff_id``. What it charged to ``budget`` is given back if it fails (an
+    attempt the download starts over leaves a new dir)."""
+    limit = min(CEILING, FLOOR + RATIO * size)
     budget = budget or Budget()
     spent = _Spent(what)
     seen: dict[str, str] = {}
     try:
-        with open(blob, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-            bounded = _Bounded(gz, limit, what)  # type: ignore[arg-type]
-            reader = io.BufferedReader(bounded, _CHUNK)
+        with contextlib.ExitStack() as stack:
+            if isinstance(blob, str):
+                raw = stack.enter_context(open(blob, "rb"))
+                blob = iter(lambda: raw.read(_CHUNK), b"")
+            inflating = _Inflating(blob, limit, what)
+            reader = io.BufferedReader(inflating, _CHUNK)
             with tarfile.open(fileobj=reader, mode="r|") as tar:
                 for member in tar:
-                    _extract(tar, member, target, seen, what, lambda size, files: budget.charge(spent, size, files))
-            while reader.read(_CHUNK):  # the tar's end padding counts into its digest too
+                    _extract(tar, member, target, seen, what, lambda size, files: budget.charge(spent, size, files),
+                             hashed)  # fmt: skip
+            while reader.read(_CHUNK):  # the tar's end padding counts into its digest too, and the blob's end
                 pass
-    except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as error:
-        if isinstance(error, Refused):
-            raise
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+        budget.refund(spent)
         raise Refused(f"{what}: not a gzip tar layer: {shown(error)}") from None
-    if f"sha256:{bounded.sha.hexdigest()}" != diff_id:
+    except BaseException:
+        budget.refund(spent)
+        raise
+    if f"sha256:{inflating.sha.hexdigest()}" != diff_id:
         raise Refused(f"{what}: its uncompressed digest is not the diff_id its image's config names: refused")
-    return bounded.count
+    return inflating.count
 
 
 def _extract(
@@ -249,6 +306,7 @@ def _extract(
     seen: dict[str, str],
     what: str,
     charge: Callable[[int, int], None],
+    hashed: Hashed | None = None,
 ) -> None:
     name = member.name
     path = posixpath.normpath(name.removeprefix("./")) if name not in ("", ".", "./") else ""
@@ -279,20 +337,15 @@ def _extract(
     charge(member.size if member.isreg() else 0, len(made) + (0 if path in seen else 1))
     seen.update(dict.fromkeys(made, "made"))
     full = os.path.join(target, path)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
+    for directory in reversed(made):  # each directory made once, outermost first: no mkdir that fails per file
+        os.mkdir(os.path.join(target, directory))
     if member.isdir():
+        if seen.get(path) != "made":
+            os.mkdir(full)
         seen[path] = "dir"
-        os.makedirs(full, exist_ok=True)
     elif member.isreg():
         seen[path] = "file"
-        source = tar.extractfile(member)
-        assert source is not None
-        fd = os.open(
-            full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755 if member.mode & 0o111 else 0o644
-        )
-        with os.fdopen(fd, "wb") as out:
-            while chunk := source.read(_CHUNK):
-                out.write(chunk)
+        _write(tar, member, full, hashed)
     elif member.issym():
         link = member.linkname
         resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
@@ -305,3 +358,29 @@ def _extract(
     else:
         kind = "a device" if member.ischr() or member.isblk() else "a FIFO" if member.isfifo() else "not a file"
         raise Refused(f"{what}: {name!r} is {kind}: refused")
+
+
+def _write(tar: tarfile.TarFile, member: tarfile.TarInfo, full: str, hashed: Hashed | None) -> None:
+    """The regular file ``member`` written to the new path ``full``, and hashed as it is written: the check
+    against its RECORD before its publish, and the tree's verify, read it no more (this install's own file in
+    its private dir: see :class:`repoinstall._disk.dists.Hashed`).
+
+    Not fsynced, as no file a distribution is stored with is (containerd neither fsyncs a layer's files): the
+    rename that publishes its dir is the commit point, readers see all of it or none; a file a power loss left
+    empty or short after that is found by ``verify`` (every file hashed against its RECORD) and put back by
+    ``repair``, and no new tree is published with it (see docs/concepts/store.md)."""
+    source = tar.extractfile(member)
+    assert source is not None
+    fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755 if member.mode & 0o111 else 0o644)
+    try:
+        digest = hashlib.sha256()
+        while chunk := source.read(_CHUNK):
+            digest.update(chunk)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view) :]
+        if hashed is not None:
+            info = os.fstat(fd)
+            hashed.put(info, "sha256", (record_hash(digest.digest()), info.st_size))
+    finally:
+        os.close(fd)

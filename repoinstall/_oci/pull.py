@@ -19,9 +19,11 @@ named by the group's diff_id and checked as any.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -41,6 +43,7 @@ from .reference import Reference, platform_of, platform_tag, tag_for
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from .._disk.dists import Hashed
     from .._disk.identity import TreeId
     from .._disk.layout import Layout
     from .._install.backends.run import Built
@@ -51,6 +54,11 @@ if TYPE_CHECKING:
 
 #: What a tree made from an image records as its installer.
 INSTALLER = "oci-image"
+#: The most layers of one image fetched and unpacked at once: one core's fewer than the machine has (the process's
+#: other threads, and its peers, need one), so on two cores one layer at a time, overlapping only the wait for the
+#: next layer's lock. More unpacking threads than cores lose time: each file's create and write lets go of the GIL,
+#: and a thread that gets it back only after another's switch interval (5 ms) waits more than it writes.
+_WORKERS = 4
 
 
 class Found(NamedTuple):
@@ -68,6 +76,12 @@ class Source:
         self.settings = settings
         self._registry: Registry | None = None
         self._guard = threading.Lock()
+        #: The distributions a tree of this ensure has claimed to store (before taking their locks), each with the
+        #: event set once it let them go (stored, or failed). Invariant: changed only under ``_guard``, one claim
+        #: per distribution, and an event is set only after its entry is gone. A claim is taken just before its
+        #: lock, in the same DistId order, and let go after every lock (so never a circle): another tree of the
+        #: same ensure waits on it and wakes at once, instead of polling the lock's note.
+        self._storing: dict[DistId, threading.Event] = {}
 
     def registry(self) -> Registry:
         with self._guard:
@@ -78,6 +92,27 @@ class Source:
     def close(self) -> None:
         if self._registry is not None:
             self._registry.close()
+
+    def _claim(self, dist: DistId, events: dict[DistId, threading.Event]) -> bool:
+        """Claim ``dist`` for this tree, in ``events``, once no other tree of this ensure has it claimed; whether
+        one had (then it may be stored now)."""
+        waited = False
+        while True:
+            with self._guard:
+                event = self._storing.get(dist)
+                if event is None:
+                    events[dist] = self._storing[dist] = threading.Event()
+                    return waited
+            event.wait()
+            waited = True
+
+    def _let_go(self, events: dict[DistId, threading.Event]) -> None:
+        with self._guard:
+            for dist, event in events.items():
+                if self._storing.get(dist) is event:
+                    del self._storing[dist]
+        for event in events.values():
+            event.set()
 
     def find(self, tid: TreeId) -> Found | None:
         """The image of ``tid`` for its environment, or ``None`` if the registry has none."""
@@ -112,6 +147,28 @@ class Source:
         image = _image.with_config(image, config, tid.env, platform_of(tid.env), where)
         return Found(image, self.reference.pinned(image.digest))
 
+    def _fetch(
+        self, found: Found, layer: _image.LayerRef, scratch: str, budget: Budget, hashed: Hashed
+    ) -> dict[DistId, str]:
+        """``layer``'s distributions fetched, unpacked and checked into private dirs under ``scratch``: their
+        paths there. Nothing is published: a layer's files reach the store only once every layer is checked.
+        One pass over its bytes as they arrive: the blob's digest, its decompression, the diff_id, the files
+        written and hashed; its digest is confirmed as its last byte is read, and only then is it checked and
+        later published (a blob that is not its digest leaves a dir in this private staging, nothing more)."""
+        os.makedirs(scratch)
+        what = f"{found.reference}: layer {layer.digest} ({layer.held})"
+        attempts = itertools.count()
+
+        def unpacked(chunks: Iterator[bytes]) -> str:
+            staged = os.path.join(scratch, f"dist-{next(attempts)}")  # a GET asked again starts afresh
+            os.mkdir(staged)
+            unpack(chunks, layer.size, layer.diff_id, staged, what, budget, hashed)  # its diff_id recomputed
+            return staged
+
+        staged = self.registry().stream_blob(layer.digest, layer.size, what, unpacked, scratch)
+        assert staged  # never False: a missing blob is an error
+        return _checked(layer.dists, staged, os.path.join(scratch, "split"), what, hashed)
+
     def fill(
         self,
         found: Found,
@@ -134,42 +191,46 @@ class Source:
         by_dist = {dist: layer for layer in image.layers for dist in layer.dists}
         budget = Budget(self.settings)  # what this image's layers may write, in all
 
+        hashed = staging.hashed  # each file's digest as it was unpacked: checked against its RECORD, not re-read
+
         def fetch(layer: _image.LayerRef, scratch: str) -> dict[DistId, str]:
-            """``layer``'s distributions fetched, unpacked and checked into private dirs under ``scratch``: their
-            paths there. Nothing is published: a layer's files reach the store only once every layer is checked."""
-            os.makedirs(scratch)
-            blob = os.path.join(scratch, "blob")
-            what = f"{found.reference}: layer {layer.digest} ({layer.held})"
-            self.registry().fetch_blob(layer.digest, layer.size, blob, what)
-            staged = os.path.join(scratch, "dist")
-            os.makedirs(staged)
-            unpack(blob, layer.diff_id, staged, what, budget)  # its diff_id recomputed: the name it is stored under
-            os.unlink(blob)
-            return _checked(layer.dists, staged, os.path.join(scratch, "split"), what)
+            return self._fetch(found, layer, scratch, budget, hashed)
 
         # Stage every layer the store lacks, each checked, holding each one's lock (taken in DistId order, as
         # every holder of several: never a circle) so that a peer pulling another tree that shares it fetches it
         # once. Then publish them all: a pull that fails anywhere leaves nothing in the store. The rename is the
         # commit point (it never replaces: a peer's copy there is the same diff_id's bytes); the locks only save
-        # duplicate work.
-        staged: list[tuple[DistId, str]] = []
+        # duplicate work. Each layer is fetched on a small pool as soon as its lock is held, so layers download,
+        # decompress and hash beside each other and beside the wait for the next lock (zlib and hashlib release
+        # the GIL); every fetch has ended, done or failed, before any lock is let go or anything is published.
+        staged: list[tuple[DistId, Future[dict[DistId, str]]]] = []
         # A grouped layer is fetched once, under the lock of the first of its distributions the store lacks; each
         # of the others is staged from it, and published, only under its own lock, taken in its turn.
-        fetched: dict[str, dict[DistId, str]] = {}  # a layer's digest -> its distributions staged
+        fetched: dict[str, Future[dict[DistId, str]]] = {}  # a layer's digest -> its distributions staged
+        lacking = [dist for dist in sorted(by_dist) if not fit(layout, dist)]
+        workers = max(1, min(len({by_dist[dist].digest for dist in lacking}), (os.cpu_count() or 1) - 1, _WORKERS))
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="repoinstall-layer")
+        events: dict[DistId, threading.Event] = {}  # what this tree has claimed, for the others of its ensure
         with contextlib.ExitStack() as held_locks:
-            for number, dist in enumerate(sorted(by_dist)):
-                if fit(layout, dist):
-                    continue
-                ready = partial(_store.present, layout, dist)
-                held = held_locks.enter_context(locks.hold(dist.lock_key(), ready=ready))
-                if held.peer_finished or _store.present(layout, dist):
-                    continue  # a peer stored it while we waited
-                layer = by_dist[dist]
-                if layer.digest not in fetched:
-                    fetched[layer.digest] = fetch(layer, os.path.join(staging.tmp, f"layer-{number}"))
-                staged.append((dist, fetched[layer.digest][dist]))
-            _holds_its_tree(layout, tid, found.reference, by_dist, dict(staged), environment)
-            for dist, path in staged:
+            held_locks.callback(self._let_go, events)  # the first entered, so the last done: after every release
+            try:
+                for number, dist in enumerate(lacking):
+                    if self._claim(dist, events) and _store.present(layout, dist):
+                        continue  # another tree of this ensure stored it
+                    ready = partial(_store.present, layout, dist)
+                    held = held_locks.enter_context(locks.hold(dist.lock_key(), ready=ready))
+                    if held.peer_finished or _store.present(layout, dist):
+                        continue  # a peer stored it while we waited
+                    layer = by_dist[dist]
+                    if layer.digest not in fetched:
+                        scratch = os.path.join(staging.tmp, f"layer-{number}")
+                        fetched[layer.digest] = pool.submit(fetch, layer, scratch)
+                    staged.append((dist, fetched[layer.digest]))
+                paths = {dist: future.result()[dist] for dist, future in staged}
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+            _holds_its_tree(layout, tid, found.reference, by_dist, paths, environment)
+            for dist, path in paths.items():
                 publish(layout, dist, path, checked=True)
         _log.logger().info("%s: %d of %d layers stored from %s", tid, len(staged), len(image.layers), found.reference)
 
@@ -192,12 +253,15 @@ class Source:
         return Built(INSTALLER, found.reference, artifacts), len(staged) + restored
 
 
-def _checked(dists: tuple[DistId, ...], unpacked: str, destination: str, what: str) -> dict[DistId, str]:
+def _checked(
+    dists: tuple[DistId, ...], unpacked: str, destination: str, what: str, hashed: Hashed
+) -> dict[DistId, str]:
     """A layer of ``dists`` unpacked at ``unpacked``, each distribution's files checked against its RECORD (and
-    sealed): one's where it was unpacked, a group's split into one dir each under ``destination``."""
+    sealed): one's where it was unpacked, a group's split into one dir each under ``destination``. ``hashed``:
+    each file's digest as the unpack wrote it."""
     parts = {dists[0]: unpacked} if len(dists) == 1 else _split(dists, unpacked, destination, what)
     for dist, part in parts.items():
-        if (problem := _store.check(part, dist, seal=True)) is not None:
+        if (problem := _store.check(part, dist, hashed, seal=True)) is not None:
             raise Refused(f"{what}: not what its RECORD says: {shown(problem)}: refused")
     return parts
 
