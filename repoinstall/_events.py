@@ -95,7 +95,10 @@ NAMED: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "%s: its artifact is not known (%s); the installer picks it": ("index.unknown", ("distribution", "reason")),
     "cannot read pip's configuration (%s): using pip's defaults": ("pipconfig.unreadable", ("reason",)),
     # registries
-    "%s: %d of %d layers stored from %s": ("pull.done", ("tree", "layers", "of", "image")),
+    "%s: %d of %d layers stored from %s (%d bytes, %.1fs)": (
+        "pull.done",
+        ("tree", "layers", "of", "image", "bytes", "seconds"),
+    ),
     "%s: %s has no wheel of %s; installing it as without --from": ("pull.no_wheel", ("tree", "registry", "pin")),
     "%s: %s was not installed from a wheel it can name: not pushed": ("push.skipped", ("tree", "distribution")),
     "%s: the wheel of %s is not at its URL any more: not pushed": ("push.wheel_gone", ("tree", "distribution")),

@@ -45,9 +45,12 @@ def test_layers_pushed_and_pulled_are_events_with_their_bytes(tmp_path: Path, se
         assert all(one["bytes"] > 0 and one["seconds"] >= 0 and one["registry"] == oci.host for one in layers)
         assert events(pushed.stderr)[-1]["event"] == "push.done" and events(pushed.stderr)[-1]["exit_code"] == 0
         pulled = run("ensure", "app-one==1.0", "--repo", tmp_path / "two", "--index-url", STOPPED, "--from", where,
-                     "--plain-http", "--json", "--log-format", "json")  # fmt: skip
+                     "--plain-http", "--json", "--log-format", "json", "-v")  # fmt: skip
         assert pulled.returncode == 0, pulled.stderr
+        done = [one for one in events(pulled.stderr) if one["event"] == "pull.done"]
+        assert len(done) == 1 and done[0]["bytes"] > 0 and done[0]["seconds"] >= 0, pulled.stderr
         fetched = [one for one in events(pulled.stderr) if one["event"] == "pull.layer"]
+        assert sum(one["bytes"] for one in fetched) == done[0]["bytes"], pulled.stderr
         assert len(fetched) >= 2, pulled.stderr
         assert {one["bytes"] for one in fetched} <= {one["bytes"] for one in layers}, pulled.stderr
         assert all(one["seconds"] >= 0 and one["registry"] == oci.host for one in fetched), fetched

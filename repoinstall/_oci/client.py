@@ -213,7 +213,7 @@ class Registry:
             checked = _Checked(response, digest, size, what, self.reference.host, self.settings)
             with _log.phase(
                 "pull.layer", f"pulling {digest[:19]}", "pulled %s, %d bytes", digest, size, total=size,
-                unit="bytes", registry=self.reference.host,
+                unit="bytes", registry=self.reference.host, level=10,
             ) as pulling:  # fmt: skip
                 checked.advance = pulling.advance  # a live display counts the bytes as they arrive
                 chunks = iter(checked)

@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -188,6 +189,7 @@ class Source:
 
         # A lock's tree never comes here: it installs the lock's wheels instead (see .wheels.fill_locked).
         image = found.image
+        started = time.monotonic()
         by_dist = {dist: layer for layer in image.layers for dist in layer.dists}
         budget = Budget(self.settings)  # what this image's layers may write, in all
 
@@ -232,7 +234,16 @@ class Source:
             _holds_its_tree(layout, tid, found.reference, by_dist, paths, environment)
             for dist, path in paths.items():
                 publish(layout, dist, path, checked=True)
-        _log.logger().info("%s: %d of %d layers stored from %s", tid, len(staged), len(image.layers), found.reference)
+        pulled = sum(layer.size for layer in {by_dist[dist] for dist, _ in staged})
+        _log.logger().info(
+            "%s: %d of %d layers stored from %s (%d bytes, %.1fs)",
+            tid,
+            len(staged),
+            len(image.layers),
+            found.reference,
+            pulled,
+            time.monotonic() - started,
+        )
 
         def restore(gone: Sequence[DistId], where: str) -> None:
             again: dict[str, dict[DistId, str]] = {}
