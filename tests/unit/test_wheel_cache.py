@@ -93,3 +93,24 @@ def test_a_garbled_fact_is_a_miss_never_a_path(layout: Layout, row: list[object]
     directory.mkdir(parents=True, exist_ok=True)
     (directory / _fact(SOURCES, "demo-pkg", "1.0")).write_text(json.dumps({"wheel": row}))
     assert recall(layout, SOURCES, "demo-pkg", "1.0") is None
+
+
+def test_gc_takes_old_wheels_facts_and_temporaries_only(layout: Layout, tmp_path: Path) -> None:
+    from repoinstall._disk.wheelcache import garbage
+
+    keep(layout, BODY)
+    remember(layout, SOURCES, "demo-pkg", "1.0", Kept("u", NAME, SHA))
+    directory = tmp_path / "repo" / os.path.join(*CACHE_DIR)
+    (directory / ".x.whl.abc.tmp").write_bytes(b"")
+    (directory / "keep-me.txt").write_bytes(b"")  # not the cache's: never named
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert list(garbage(fd, lambda name: False)) == []
+        found = {entry: kind for entry, kind, _ in garbage(fd, lambda name: True)}
+    finally:
+        os.close(fd)
+    assert found == {
+        f"{SHA}.whl": "cache",
+        next(p.name for p in directory.glob("*.json")): "cache",
+        ".x.whl.abc.tmp": "temp",
+    }
