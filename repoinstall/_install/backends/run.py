@@ -102,7 +102,7 @@ def install(
         raise ValueError(f"{what}: a pinned install takes its pins and no requirement; any other, a requirement")
     handed: list[str] = []  # kept wheels handed to the installer by their paths, beside its requirement
     origins: dict[str, str] = {}  # where each came from, by sha256
-    if kept is not None and pin is not None and not requested.hashes and chosen.name == "pip":
+    if kept is not None and pin is not None and not requested.hashes and chosen.name == "pip" and _this(options):
         pin, handed, origins = _hand_over(kept, sources, requested, pin, scratch)
     if pin is None:
         # What the installer reads is the lock's local file as checked, not whatever stands at its name now.
@@ -199,6 +199,13 @@ def install_pins(
 #: In the scratch dir: the private, checked copies of kept wheels handed to the installer.
 _KEPT = "kept-wheels"
 _PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;,]+)")
+
+
+def _this(options: InstallOptions) -> bool:
+    """Whether the install is for the interpreter resolution chose its wheels for (this one): a kept wheel fits it."""
+    import sys
+
+    return options.python == sys.executable or os.path.realpath(options.python) == os.path.realpath(sys.executable)
 
 
 def _hand_over(
