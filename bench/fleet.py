@@ -1,6 +1,15 @@
 """Cold start of a fleet: N pods ensure the same 5 packages from a local index at once, beside a naive baseline.
 
     python bench/fleet.py [--quick] [--installer pip|uv]
+    python bench/fleet.py --real [--quick] [--rounds N] [--registry]
+
+``--real``: numpy + pandas (bench/realwheels.py) from two kinds of host on 127.0.0.1, a PEP 658 index and a plain
+find-links page serving whole files only; for N = 1, 4, 8 pods (each its own empty installer cache, one new repo),
+unpinned (``numpy pandas``) and pinned: how many times each wheel was fetched whole, wall and CPU seconds, beside
+N pods of ``pip install --target`` of the same specs into one shared dir. Target: each wheel fetched once per repo
+at every N, from both hosts. ``--registry``: then the pinned tree pushed to a registry (docker-registry on
+127.0.0.1) and N pods of a second cluster (a new repo) ``ensure --from`` it: blob GETs per layer at the registry
+(from its access log). Target: each layer pulled once per repo.
 
 For N = 1, 4, 8: wall seconds until the last pod is done, installer runs (trees installed, summed over the
 pods) and broken results, for repoinstall (every pod: ``repoinstall ensure`` of the 5 into one repo) and for
@@ -111,7 +120,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one round, N = 1 and 4 (for CI)")
     parser.add_argument("--installer", choices=["pip", "uv"], default="pip")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per N (the median is shown)")
+    parser.add_argument("--real", action="store_true", help="numpy + pandas from a PEP 658 index and a plain host")
+    parser.add_argument("--registry", action="store_true", help="with --real: N pods ensure --from a registry")
     args = parser.parse_args()
+    if args.real:
+        from fleetreal import main as real
+
+        real((1, 4) if args.quick else (1, 4, 8), 1 if args.quick else args.rounds, args.installer, args.registry)
+        return
     sizes = (1, 4) if args.quick else (1, 4, 8)
     rounds = 1 if args.quick else args.rounds
     print(f"{machine()}; installer {args.installer}; {rounds} round(s), medians (broken: summed over rounds)")

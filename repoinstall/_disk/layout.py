@@ -9,6 +9,7 @@
     <repo>/store-locks/<env>/<name>/<leaf>.lock         a stored distribution's lock (and a cold store's batch)
     <repo>/store-digests/<env>/<name>/<leaf>.json       the sha256 of a stored distribution's RECORD, as stored
     <repo>/cache/index/                                 answers from package indexes
+    <repo>/cache/wheels/<sha256>.whl                    wheels resolution downloaded whole, for the installer
     <repo>/staging/<env>/<tree>.<host>.<pid>.<random>/  a private staging dir per install attempt
     <repo>/trash/                                       what is being removed, renamed aside before deletion
 

@@ -71,6 +71,11 @@ class IndexCache:
         self.ttl = ttl
         self._settings = settings
 
+    @property
+    def layout(self) -> Layout | None:
+        """The repo whose volume holds the cache (``None``: no cache)."""
+        return self._layout
+
     def _writable_dir(self) -> int | None:
         if self._layout is None:
             return None
@@ -130,10 +135,17 @@ class IndexCache:
         what: str,
         fetch: Callable[[], Plan[dict[str, object]]],
         valid: Callable[[dict[str, object]], bool] | None = None,
+        *,
+        forever: bool = False,
     ) -> Plan[dict[str, object]]:
         """The cached answer, or ``fetch``'s, fetched by one pod at a time while the others wait for it. A cached
-        entry that is not ``valid`` is a miss: asked again, and replaced."""
-        if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
+        entry that is not ``valid`` is a miss: asked again, and replaced. ``forever``: a fact about one file, which
+        never changes (read at any age, whatever the cache's ttl)."""
+
+        def cached() -> dict[str, object] | None:
+            return self.read(key, forever=forever, valid=valid) if forever or self.ttl > 0 else None
+
+        if (hit := cached()) is not None:
             return hit
         lock = self._lock(key, what)
         held = False
@@ -144,13 +156,13 @@ class IndexCache:
                 if taken.held:
                     held = True
                     # Check again inside the lock: the previous holder may have just written the answer.
-                    if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
+                    if (hit := cached()) is not None:
                         return hit
                     break
                 if taken.without is not None or time.monotonic() >= deadline:
                     break  # no lock to be had, or a fetch that never lands: ask ourselves
                 yield Pause(_POLL)  # a peer is asking: its answer will land in the cache
-                if self.ttl > 0 and (hit := self.read(key, valid=valid)) is not None:
+                if (hit := cached()) is not None:
                     return hit
             answer = yield from fetch()
             self.write(key, answer)

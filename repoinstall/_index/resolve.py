@@ -143,31 +143,63 @@ def resolve_plan(
         if best.requires_python is None and best.filename.endswith(".whl") and checked < _METADATA_CHECKS:
             # The index did not say (pypiserver never does): the wheel's own METADATA decides, as it does for pip.
             checked += 1
+            kept = None
             if known is not None and (project, str(version)) in known:
                 requires = known[(project, str(version))]
             else:
-                requires = yield from _remembered_requires_python(best, config.retries, cache)
+                requires, kept = yield from _remembered_requires_python(best, config.retries, cache)
             if not admits(requires, target.python):
                 _log.logger().info("skipping %s %s: Requires-Python %s", project, version, requires)
                 pool.other_pythons.add(version)
                 continue
+            if kept is not None and sum(link.filename.endswith(".whl") for link in pool.files[version]) == 1:
+                # Read whole to learn its Requires-Python (a host without metadata or ranges): the installer is
+                # given these bytes, not fetching them again. Only where this version has no other wheel for this
+                # interpreter: the file handed is then the one the installer would take.
+                from .._disk.wheelcache import Kept, remember
+
+                found = Kept(best.url, best.filename, kept, best.sha256)
+                remember(cache.layout, config.sources, project, str(version), found)
         return version
     if any(specifier.contains(version, prereleases=True) for version in pool.yanked):
         raise ResolutionError(_no_match(requested, specifier, pool, config))  # pip takes a yanked file for a pin
     raise NotOnIndex(_no_match(requested, specifier, pool, config))
 
 
-def _remembered_requires_python(link: Link, retries: int, facts: IndexCache) -> Plan[str | None]:
+def _remembered_requires_python(link: Link, retries: int, facts: IndexCache) -> Plan[tuple[str | None, str | None]]:
+    """The file's Requires-Python, learnt once per repo: one pod reads it while the others wait for its answer
+    (see :meth:`IndexCache.shared`); and the sha256 of the whole wheel that read kept in the repo's wheel cache, if
+    it downloaded the whole wheel (see :mod:`repoinstall._disk.wheelcache`)."""
+    from .._disk.wheelcache import keep
     from .cache import key_for
 
+    def fetch() -> Plan[dict[str, object]]:
+        kept: list[str] = []
+
+        def whole(body: bytes) -> None:
+            if (sha256 := keep(facts.layout, body)) is not None:
+                kept.append(sha256)
+
+        requires = yield from requires_python(link, retries, whole)
+        # The wheel is stored before this fact is written: whoever reads the fact finds the wheel.
+        return {"requires_python": requires, **({"wheel": kept[0]} if kept else {})}
+
     key = key_for("requires-python", link.url)
-    entry = facts.read(key, forever=True)
-    # A fact of another type is garbled: asked again (and rewritten), never read as "no Requires-Python".
-    if entry is not None and "requires_python" in entry and isinstance(value := entry["requires_python"], str | None):
-        return value
-    requires = yield from requires_python(link, retries)
-    facts.write(key, {"requires_python": requires})
-    return requires
+    entry = yield from facts.shared(key, f"metadata of {redact(link.url)}", fetch, _a_fact, forever=True)
+    requires, kept = entry["requires_python"], entry.get("wheel")
+    assert requires is None or isinstance(requires, str)  # _a_fact, or fetch, made it so
+    return requires, kept if isinstance(kept, str) else None
+
+
+def _a_fact(entry: dict[str, object]) -> bool:
+    """Whether a cached entry is a Requires-Python fact as :func:`_remembered_requires_python` writes it. One of
+    another type is garbled: asked again (and rewritten), never read as "no Requires-Python"."""
+    kept = entry.get("wheel")
+    return (
+        "requires_python" in entry
+        and isinstance(entry["requires_python"], str | None)
+        and (kept is None or (isinstance(kept, str) and len(kept) == 64))
+    )
 
 
 def _no_match(requested: Requested, specifier: SpecifierSet, pool: _Pool, config: IndexConfig) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from collections.abc import Callable
 from email.parser import BytesHeaderParser
 
 from .._redact import redact
@@ -66,8 +67,9 @@ class _Sparse(io.RawIOBase):
         raise _Missing(self.pos, end)
 
 
-def requires_python(link: Link, retries: int) -> Plan[str | None]:
-    """The file's ``Requires-Python`` (``None``: it sets none, or it cannot be learnt: pip will check)."""
+def requires_python(link: Link, retries: int, whole: Callable[[bytes], None] | None = None) -> Plan[str | None]:
+    """The file's ``Requires-Python`` (``None``: it sets none, or it cannot be learnt: pip will check). ``whole`` is
+    given the wheel's bytes where the server sent all of them (it ignores ranges): to keep, not to fetch again."""
     if not link.filename.endswith(".whl"):
         return None
     if link.url.startswith("file:"):
@@ -83,6 +85,8 @@ def requires_python(link: Link, retries: int) -> Plan[str | None]:
     if reply.error is not None or reply.status not in (200, 206):
         return None
     if reply.status == 200:
+        if whole is not None:
+            whole(reply.body)
         return _from_wheel(io.BytesIO(reply.body))
     matched = _RANGE.match(reply.content_range)
     if matched is None:

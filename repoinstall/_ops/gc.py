@@ -88,6 +88,7 @@ class Collector(StoreCollection):
         self.empty_lock_dirs()
         self.in_locks_way()
         self.index_cache()
+        self.wheel_cache()
         self.planted_links()
         if self.unused_for is not None:
             self.unused_trees(self.unused_for)
@@ -294,6 +295,15 @@ class Collector(StoreCollection):
         from .._index.cache import CACHE_DIR, garbage
 
         # The cache says what of its own is garbage; gc only removes it, the way it removes everything.
+        with self._dir(CACHE_DIR) as directory:
+            if directory is None:
+                return
+            for entry, kind, reason in garbage(directory, lambda name: self._age(directory, name) >= self.older_than):
+                self._discard(kind, CACHE_DIR, entry, reason)
+
+    def wheel_cache(self) -> None:
+        from .._disk.wheelcache import CACHE_DIR, garbage
+
         with self._dir(CACHE_DIR) as directory:
             if directory is None:
                 return

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..._disk.dists import Hashed
+    from ..._disk.layout import Layout
     from ..._disk.pin import Pin
 
 _TAIL_LINES = 12
@@ -80,21 +81,29 @@ def install(
     scratch: str,
     what: str,
     hashed: Hashed | None = None,
+    kept: Layout | None = None,
 ) -> Built:
     """Install ``pin`` into the empty ``target``; :class:`InstallError` with the installer's last lines if it fails.
     A pinned install (``requested.locked``) installs its pins and takes no ``pin``: their requirements file is
     written here, the one place their lines are rendered.
 
     ``scratch`` is the staging dir's private temporary directory: the installer's builds and downloads go there
-    (``TMPDIR``), on the repo's filesystem, removed with the staging dir and visible to gc if it is killed."""
+    (``TMPDIR``), on the repo's filesystem, removed with the staging dir and visible to gc if it is killed.
+    ``kept``: the repo whose wheel cache may hold wheels this install takes, kept when resolution downloaded them
+    whole (:mod:`repoinstall._disk.wheelcache`): the installer is given checked private copies of those."""
     from ..._pipconfig import index_config
 
     # Every index URL readable, or one line (exit 2) before an installer could show a password.
     config = index_config(options)
     sources = (*config.index_urls, *config.find_links)
     copies: dict[str, str] = {}
+    chosen = backend(options.installer)
     if bool(requested.locked) != (pin is None):
         raise ValueError(f"{what}: a pinned install takes its pins and no requirement; any other, a requirement")
+    handed: list[str] = []  # kept wheels handed to the installer by their paths, beside its requirement
+    origins: dict[str, str] = {}  # where each came from, by sha256
+    if kept is not None and pin is not None and not requested.hashes and chosen.name == "pip" and _this(options):
+        pin, handed, origins = _hand_over(kept, sources, requested, pin, scratch)
     if pin is None:
         # What the installer reads is the lock's local file as checked, not whatever stands at its name now.
         from dataclasses import replace
@@ -102,19 +111,22 @@ def install(
         from ..localcopy import private_copies
 
         copies = private_copies(requested.locked, scratch)
+        if kept is not None:
+            copies.update(_kept_copies(kept, requested.locked, scratch))
         told = tuple(replace(one, url=copies.get(one.url, one.url)) for one in requested.locked)
         pin = os.path.join(scratch, PINS)
         # 0600: a URL in it may carry a password, and a killed run leaves it until gc (staging/ is shared).
         with open(pin, "w", encoding="utf-8", opener=lambda path, flags: os.open(path, flags, 0o600)) as handle:
             handle.write("".join(one.line() + "\n" for one in told))
-    chosen = backend(options.installer)
     env = chosen.environment(options)
     env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
     # --install-timeout bounds the installer's whole work, however many runs it takes.
     deadline = time.monotonic() + options.timeout
     if (first := chosen.prepare(options, requested, pin, scratch)) is not None:
         run(first, env, options.timeout, what, chosen.name, sources=sources)
-    command = chosen.command(options, target, requested, pin, scratch)
+    # An explicit file for a project is the one the installer takes for it (the requirement's ``==`` pin is its
+    # version): the wheel resolution already downloaded, not fetched again.
+    command = [*chosen.command(options, target, requested, pin, scratch), *handed]
     left = deadline - time.monotonic()
     if left <= 0:
         raise InstallError(f"{what}: {chosen.name} did not finish within {options.timeout:g}s (see --install-timeout)")
@@ -148,10 +160,7 @@ def install(
 
         reported = {canonical_name(a.name) for a in artifacts}
         artifacts += tuple(a for a in artifacts_of(requested.locked) if a.name not in reported)
-    if copies:
-        # Recorded as the lock named them, not as the private copies, which go with the scratch dir.
-        named = {private: original for original, private in copies.items()}
-        artifacts = tuple(a._replace(url=named.get(a.url, a.url)) for a in artifacts)
+    artifacts = _as_named(artifacts, copies, origins)
     if requested.members:
         # A set's metapackage is a wheel we wrote into the scratch dir, gone with it: its hash, and no URL.
         from packaging.utils import canonicalize_name
@@ -161,15 +170,110 @@ def install(
     return Built(chosen.name, chosen.version(), artifacts)
 
 
+def _as_named(artifacts: tuple[Artifact, ...], copies: dict[str, str], origins: dict[str, str]) -> tuple[Artifact, ...]:
+    """The artifacts as the record names them: a lock's local file as the lock named it, not as its private copy
+    (which goes with the scratch dir); a kept wheel as the file it was downloaded from (the same bytes: checked)."""
+    named = {private: original for original, private in copies.items()}
+    return tuple(
+        a._replace(url=origins[a.sha256])
+        if a.sha256 in origins and a.url.startswith("file:")
+        else a._replace(url=named.get(a.url, a.url))
+        for a in artifacts
+    )
+
+
 def install_pins(
-    options: InstallOptions, target: str, pins: Sequence[Pin], scratch: str, what: str, hashed: Hashed | None = None
+    options: InstallOptions,
+    target: str,
+    pins: Sequence[Pin],
+    scratch: str,
+    what: str,
+    hashed: Hashed | None = None,
+    kept: Layout | None = None,
 ) -> Built:
     """Install exactly ``pins`` (each one artifact with its hashes, ``--no-deps``, hashes required) into the empty
-    ``target``: the store's own run of what it lacks, no tree's request."""
+    ``target``: the store's own run of what it lacks, no tree's request. ``kept``: see :func:`install`."""
     from packaging.version import Version
 
     request = Requested(what, "repoinstall-store", (), Version("1"), source="store", locked=tuple(pins))
-    return install(options, target, request, None, scratch, what, hashed)
+    return install(options, target, request, None, scratch, what, hashed, kept)
+
+
+#: In the scratch dir: the private, checked copies of kept wheels handed to the installer.
+_KEPT = "kept-wheels"
+_PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;,]+)")
+
+
+def _this(options: InstallOptions) -> bool:
+    """Whether the install is for the interpreter resolution chose its wheels for (this one): a kept wheel fits it."""
+    import sys
+
+    return options.python == sys.executable or os.path.realpath(options.python) == os.path.realpath(sys.executable)
+
+
+def _hand_over(
+    layout: Layout, sources: Sequence[str], requested: Requested, pin: str, scratch: str
+) -> tuple[str, list[str], dict[str, str]]:
+    """pip's requirement and the kept wheels' paths it is given beside it, for the wheels resolution kept of what
+    it installs by name (see :mod:`repoinstall._disk.wheelcache`); and where each came from, by sha256."""
+    found = _kept_wheels(layout, sources, requested.members or (pin,), scratch)
+    origins = {one.sha256: one.url for one in found}
+    if requested.members:
+        return pin, [one.path for one in found], origins  # beside the set's metapackage, which asks them by version
+    if found:
+        return found[0].direct, [], origins  # the tree's own pin as that very file: asked by name, pip fetches it
+    return pin, [], origins
+
+
+class _Handed(NamedTuple):
+    """A kept wheel's private copy, the sha256 it was checked against, where it was downloaded from, and the
+    requirement that names the copy (``name[extras] @ file:...``)."""
+
+    path: str
+    sha256: str
+    url: str
+    direct: str
+
+
+def _kept_wheels(layout: Layout, sources: Sequence[str], pins: Sequence[str], scratch: str) -> list[_Handed]:
+    """For each ``name==version`` of ``pins`` that resolution read whole from ``sources`` into the repo's wheel
+    cache: a private copy, checked against its sha256 (see :mod:`repoinstall._disk.wheelcache`)."""
+    from pathlib import Path
+
+    from ..._disk.identity import canonical_name
+    from ..._disk.wheelcache import copy_checked, recall
+
+    handed = []
+    for number, text in enumerate(pins):
+        if (matched := _PIN.fullmatch(text.strip())) is None:
+            continue
+        name, extras, version = matched.groups()
+        found = recall(layout, sources, canonical_name(name), version)
+        directory = os.path.join(scratch, _KEPT, str(number))
+        if found is not None and (path := copy_checked(layout, found, directory)) is not None:
+            direct = f"{name}{extras or ''} @ {Path(path).as_uri()}"
+            handed.append(_Handed(path, found.sha256, found.url, direct))
+    return handed
+
+
+def _kept_copies(layout: Layout, pins: Sequence[Pin], scratch: str) -> dict[str, str]:
+    """For each pin naming a remote artifact by its sha256 that the repo's wheel cache holds: its URL -> the URL of
+    a private copy, checked against that sha256 (see :mod:`repoinstall._disk.wheelcache`)."""
+    from pathlib import Path
+    from urllib.parse import unquote, urlsplit
+
+    from ..._disk.wheelcache import Kept, copy_checked
+
+    copies: dict[str, str] = {}
+    for number, pin in enumerate(pins):
+        parts = urlsplit(pin.url)
+        filename = unquote(parts.path.rsplit("/", 1)[-1])
+        if parts.scheme not in ("http", "https") or not pin.sha256 or not filename.endswith(".whl"):
+            continue
+        directory = os.path.join(scratch, _KEPT, f"pin-{number}")
+        if (path := copy_checked(layout, Kept(pin.url, filename, pin.sha256), directory)) is not None:
+            copies[pin.url] = Path(path).as_uri()
+    return copies
 
 
 def run(

@@ -180,7 +180,7 @@ def _whole(
         combined = os.path.join(scratch, "combined")
         path = staging.scratch_file(*wheel(batch, pins, summary="a batch installed by repoinstall"))
         request = Requested(what, batch.name, (), batch.version, source="batch", members=pins)
-        built = install(options, combined, request, path, scratch, what)
+        built = install(options, combined, request, path, scratch, what, kept=layout)
         # Each distribution by the artifact the installer took (the batch's own metapackage is nobody's).
         found = identify(env, combined, built.artifacts, what, own=batch.name, by_url=True)
         if found is None:

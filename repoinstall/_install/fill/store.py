@@ -145,6 +145,6 @@ def _install(
     os.makedirs(scratch)
     combined = os.path.join(scratch, "combined")
     _log.logger().debug("%s: installing %d distribution(s) into the store", what, len(mine))
-    built = install_pins(options, combined, [pin for _, pin in mine], scratch, what, hashed)
+    built = install_pins(options, combined, [pin for _, pin in mine], scratch, what, hashed, layout)
     into_store(layout, combined, scratch, [dist for dist, _ in mine], hashed)
     return built

@@ -72,7 +72,7 @@ def fill(
         pin = staging.scratch_file(*wheel(tid, requested.members))
     else:
         pin = tid.pin
-    built = install(options, staging.target, requested, pin, staging.tmp, str(tid), staging.hashed)
+    built = install(options, staging.target, requested, pin, staging.tmp, str(tid), staging.hashed, layout)
     # Its distributions into the store, each once per repo; the tree composed of them.
     return built, store_installed(layout, locks, options, tid, staging, built) or 0
 
