@@ -30,9 +30,7 @@ def _pycs(tree: Path) -> list[Path]:
 
 def _files(tree: Path) -> dict[str, tuple[int, int]]:
     """Every file of a tree: (inode, mtime in ns), to show nothing in it was replaced."""
-    return {
-        str(p.relative_to(tree)): (p.stat().st_ino, p.stat().st_mtime_ns) for p in tree.rglob("*") if p.is_file()
-    }
+    return {str(p.relative_to(tree)): (p.stat().st_ino, p.stat().st_mtime_ns) for p in tree.rglob("*") if p.is_file()}
 
 
 def test_trees_with_and_without_bytecode_side_by_side(repo: Path, index: IndexServer, installer: str) -> None:
