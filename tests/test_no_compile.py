@@ -82,6 +82,11 @@ def test_trees_with_and_without_bytecode_side_by_side(repo: Path, index: IndexSe
     assert [(r["env"], r["compiled"]) for r in bad] == [
         (tag + NO_BYTECODE, ["adaptor_b/__pycache__/__init__.cpython-311.opt-1.pyc"])
     ]
+    # Repaired as what it is, whatever the run's own trees carry: reinstalled without bytecode.
+    repaired = run("verify", "--repo", repo, "--repair", "--no-index", "-f", index.url)
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert run("verify", "--repo", repo).returncode == 0
+    assert _pycs(without) == [] and _files(tree) == before
 
 
 def test_the_api_takes_it_as_an_install_option(repo: Path, index: IndexServer) -> None:
