@@ -86,8 +86,8 @@ class Repo:
         if (problem := options_problem(self.settings, jobs, install, index_ttl)) is not None:
             raise InvalidInput(problem)
         self._layout = Layout(default_repo() if path is None else path)
-        #: The environment of this repo's trees: the interpreter's tag, marked when they carry no bytecode
-        #: (``install.bytecode`` false: other trees than those with it, see :func:`tree_env`).
+        #: The environment of this repo's trees: the interpreter's environment tag, with ``.nopyc`` after it when
+        #: they carry no bytecode (``install.bytecode`` false): other trees than those with it.
         self.env = tree_env(environment_tag(), install is None or install.bytecode)
         #: Trees installed at once: ``jobs``, held to twice the CPUs this process may use (at least 2, at most 32).
         self.jobs = min(jobs, max_jobs())
