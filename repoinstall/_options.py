@@ -118,6 +118,10 @@ class InstallOptions(NamedTuple):
     #: The index lines of the requirements file a tree was asked in, set by repoinstall for that tree's install
     #: and resolution, applied as pip applies them; ``None``: the run's settings alone.
     file_index: FileIndex | None = None
+    #: Whether trees carry compiled bytecode (hash-based pycs, compiled once into each stored distribution); with
+    #: ``False`` (``--no-compile``) they carry none, and are other trees than those with it: see
+    #: :data:`repoinstall._disk.identity.NO_BYTECODE`.
+    bytecode: bool = True
 
     def index_allowed(self) -> bool:
         """Whether an installer may look anywhere for artifacts: not ``--no-index`` without ``--find-links``."""
@@ -130,6 +134,8 @@ class InstallOptions(NamedTuple):
         """
         import os
 
+        if not isinstance(self.bytecode, bool):
+            return f"bytecode must be True or False, got {self.bytecode!r}"
         if self.installer not in INSTALLERS:
             return f"--installer must be one of {', '.join(INSTALLERS)}, got {self.installer!r}"
         if not math.isfinite(self.timeout) or self.timeout <= 0:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, ov
 
 from . import _log
 from ._choose import Choice, Chooser, Offline
-from ._disk.identity import TreeId, environment_tag
+from ._disk.identity import TreeId, environment_tag, tree_env
 from ._disk.layout import Layout, default_repo
 from ._ensuring import Ensurer, Flow, bad_input_raised, gathered
 from ._errors import InvalidInput, NotInstalled, RepoinstallError, os_errors
@@ -86,7 +86,9 @@ class Repo:
         if (problem := options_problem(self.settings, jobs, install, index_ttl)) is not None:
             raise InvalidInput(problem)
         self._layout = Layout(default_repo() if path is None else path)
-        self.env = environment_tag()
+        #: The environment of this repo's trees: the interpreter's environment tag, with ``.nopyc`` after it when
+        #: they carry no bytecode (``install.bytecode`` false): other trees than those with it.
+        self.env = tree_env(environment_tag(), install is None or install.bytecode)
         #: Trees installed at once: ``jobs``, held to twice the CPUs this process may use (at least 2, at most 32).
         self.jobs = min(jobs, max_jobs())
         self._install_options = install

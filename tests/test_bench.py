@@ -143,6 +143,20 @@ def test_bytecode_benchmark_prints_each_installer_beside_its_bare_run_and_target
     assert "bare uv pip install --target --compile-bytecode" in done.stdout, done.stdout
 
 
+def test_nocompile_benchmark_prints_its_ratio_beside_the_target_and_the_imports() -> None:
+    done = bench("nocompile.py")
+    out = done.stdout
+    assert "bare uv pip install --target (no bytecode)" in out and "(target <= 3.0: " in out, out
+    rows = {line.split("|")[0].strip(): line.split("|")[-1].split() for line in out.splitlines() if "|" in line}
+    # What one import opens and writes: opens, sources, pycs, writes. Without bytecode, sources are read and
+    # nothing written (read-only); with a cache prefix, the first import writes and the next ones read pycs.
+    if rows["with bytecode, read-only"] != ["0", "0", "0", "0"]:  # all zero: no strace here
+        assert rows["with bytecode, read-only"][2:] != ["0", "0"] and rows["with bytecode, read-only"][1] == "0", out
+        assert rows["--no-compile, read-only"][1] != "0" and rows["--no-compile, read-only"][2:] == ["0", "0"], out
+        assert rows["--no-compile, PYTHONPYCACHEPREFIX: first import"][3] != "0", out
+        assert rows["--no-compile, PYTHONPYCACHEPREFIX: later imports"][1::2] == ["0", "0"], out
+
+
 def test_lockkinds_benchmark_lands_every_kind_of_one_resolution_in_one_tree() -> None:
     done = bench("lockkinds.py")  # it exits non-zero if a kind failed, landed in a second tree, or its export failed
     for installer in ("pip", "uv"):

@@ -125,3 +125,24 @@ def test_the_previous_release_waits_for_this_ones_holder(tmp_path: Path, index: 
         code, _, err = pod.finish(120)
         assert code == 0, err
     assert sum(n for name, n in index.completed.items() if name.startswith("slow_pkg")) == 1
+
+
+def test_the_previous_release_leaves_trees_without_bytecode_to_them(
+    tmp_path: Path, index: IndexServer, previous: str
+) -> None:
+    # This release's trees without bytecode are one more environment to the previous release: its gc keeps them
+    # and what they are composed from, its verify finds them whole, and its own trees are beside them.
+    repo = tmp_path / "repo"
+    for path, more in (("", ["--no-compile"]), (previous, [])):
+        code, out, err = _pod(path, *_ensure(repo, index, "adaptor-b==1.0"), *more).finish(120)
+        assert code == 0, err
+    envs = sorted(p.name for p in (repo / "trees").iterdir())
+    assert len(envs) == 2 and envs[1] == envs[0] + ".nopyc", envs
+    for args in (("gc", "--older-than", "0", "--unused-for", "1d"), ("verify",)):
+        code, out, err = _pod(previous, *args, "--repo", repo).finish(120)
+        assert code == 0, (args, out, err)
+    _present("", repo, index, ("adaptor-b==1.0",))
+    done = _pod("", *_ensure(repo, index, "adaptor-b==1.0"), "--no-compile").finish(60)
+    assert done[0] == 0 and json.loads(done[1])["packages"][0]["action"] == "present", done
+    assert _pod("", "verify", "--repo", repo).finish(120)[0] == 0
+    assert not list((repo / "trees" / envs[1]).rglob("*.pyc")) and list((repo / "trees" / envs[0]).rglob("*.pyc"))

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +26,7 @@ from indexserver import IndexServer
 from registry import Registry, registry, tags
 from wheels import make_wheel
 
-from repoinstall._disk.identity import environment_tag
+from repoinstall._disk.identity import NO_BYTECODE, environment_tag
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(tool) for tool in ("docker-registry", "skopeo", "umoci", "podman", "strace")),
@@ -399,3 +401,47 @@ def test_a_pull_gets_each_layer_once_per_repo(tmp_path: Path, served: IndexServe
     again = pull("app-one==1.0", "app-two==1.0", "base-lib==1.0") - before - cold - later
     assert not +again, again
     assert run("verify", "--repo", tmp_path / "repo").returncode == 0
+
+
+def test_a_tree_without_bytecode_is_its_own_image_and_pulls_as_such(
+    tmp_path: Path, served: IndexServer, oci: Registry
+) -> None:
+    where = f"{oci.host}/nopyc"
+    compiled = push(tmp_path / "one", served, where, "app-one==1.0")["images"][0]
+    done = run("push", where, "app-one==1.0", "--repo", tmp_path / "one", "--no-index", "-f", served.url,
+               "--plain-http", "--json", "--no-compile")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    bare = json.loads(done.stdout)["images"][0]
+    # Another tree, so another image, tag and layers: nothing of the compiled one is reused or replaced.
+    assert bare["env"] == compiled["env"] + NO_BYTECODE
+    assert bare["tag"] == compiled["tag"] + NO_BYTECODE and (bare["layers"], bare["uploaded"]) == (2, 2)
+    manifest = json.loads(skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{where}@{bare['manifest']}"))
+    assert not any(".pyc" in name for name in _layer_names(where, manifest))
+    again = json.loads(skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{compiled['tag']}"))
+    assert [m["digest"] for m in again["manifests"]] == [compiled["manifest"]]
+
+    # Pulled into a second repo with its index stopped: without bytecode, stored apart, verified as such.
+    pulled = run("ensure", "app-one==1.0", "--no-compile", "--repo", tmp_path / "two", "--index-url", STOPPED,
+                 "--from", where, "--plain-http", "--json")  # fmt: skip
+    assert pulled.returncode == 0, pulled.stderr
+    tree = Path(json.loads(pulled.stdout)["packages"][0]["path"])
+    assert tree.parent.parent.name == bare["env"] and not list(tree.rglob("*.pyc"))
+    stored = sorted(p.name for p in (tmp_path / "two" / "store" / bare["env"]).glob("*/*"))
+    assert len(stored) == 2 and all("-layer-" in leaf for leaf in stored)
+    # And the compiled image beside it, from the same registry: two trees.
+    full = run("ensure", "app-one==1.0", "--repo", tmp_path / "two", "--index-url", STOPPED,
+               "--from", where, "--plain-http", "--json")  # fmt: skip
+    assert full.returncode == 0, full.stderr
+    other = Path(json.loads(full.stdout)["packages"][0]["path"])
+    assert other != tree and list(other.rglob("*.pyc")) and not list(tree.rglob("*.pyc"))
+    assert run("verify", "--repo", tmp_path / "two").returncode == 0
+
+
+def _layer_names(where: str, manifest: dict[str, object]) -> list[str]:
+    """The paths every layer of ``manifest`` writes."""
+    names: list[str] = []
+    for layer in manifest["layers"]:  # type: ignore[attr-defined]
+        blob = httpx.get(f"http://{where.split('/', 1)[0]}/v2/{where.split('/', 1)[1]}/blobs/{layer['digest']}")
+        with tarfile.open(fileobj=io.BytesIO(blob.content), mode="r:gz") as archive:
+            names += archive.getnames()
+    return names

@@ -448,3 +448,28 @@ def test_a_registry_cannot_forge_a_line(tmp_path: Path, hostile: HostileRegistry
     assert code == 1 and "refused" in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert err.strip().isprintable() and nothing_stored(tmp_path / "repo"), err
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["unrecorded", "recorded-without-hash"])
+def test_an_image_without_bytecode_that_holds_compiled_pycs_is_refused(
+    tmp_path: Path, hostile: HostileRegistry, recorded: bool
+) -> None:
+    from packaging.version import Version
+
+    from repoinstall._disk.identity import NO_BYTECODE, TreeId
+
+    pyc = "evil_pkg/__pycache__/__init__.cpython-311.pyc"
+
+    def add(tar: tarfile.TarFile) -> None:
+        regular(tar, "evil_pkg-1.0.dist-info/METADATA", METADATA)
+        rows = b"evil_pkg-1.0.dist-info/METADATA,,\nevil_pkg-1.0.dist-info/RECORD,,\n"
+        regular(tar, "evil_pkg-1.0.dist-info/RECORD", rows + (f"{pyc},,\n".encode() if recorded else b""))
+        regular(tar, pyc, b"compiled")
+
+    env = ENV + NO_BYTECODE
+    hostile.repository = f"evil-nopyc-{'recorded' if recorded else 'unrecorded'}"
+    hostile.image(tag_for(TreeId(env, "evil-pkg", Version("1.0"))), env, [(tar_of(add), NOTES)])
+    code, err = pull(tmp_path / "repo", f"{hostile.host}/{hostile.repository}", "--plain-http", "--no-compile")
+    assert code == 1 and "compiled bytecode in a tree made without it" in err, err
+    assert len([line for line in err.splitlines() if line.startswith("repoinstall: error:")]) == 1, err
+    assert nothing_stored(tmp_path / "repo")

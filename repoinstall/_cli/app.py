@@ -712,7 +712,7 @@ def gc(
 
 
 @app.command(epilog=EXIT_CODES, short_help="Remove the installed trees SPECs name (record first, as gc).")
-@takes(*OUTPUT, "dry_run", "no_lock", "stale_after", "heartbeat", *LOCK_CHOICE)
+@takes(*OUTPUT, "dry_run", "no_lock", "stale_after", "heartbeat", *LOCK_CHOICE, "no_compile")
 def remove(
     specs: SpecsArg = None,
     requirement: ReqOpt = None,
@@ -741,7 +741,9 @@ def remove(
     try:
         wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
         path = repo_path(opts, announce=False)
-        with Repo(path, lock=not opts.no_lock, stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
+        with Repo(
+            path, lock=not opts.no_lock, stale_after=opts.stale_after, heartbeat=opts.heartbeat, **opts.tree_keywords()
+        ) as store:
             outcomes = store.remove(wanted, dry_run=opts.dry_run, forget=forget)
             root, env = store.path, store.env
     except RepoinstallError as error:
@@ -800,7 +802,7 @@ def doctor(*, opts: Options) -> None:
 
 
 @app.command(epilog=EXIT_CODES, short_help="Print the installed trees' paths joined for PYTHONPATH.")
-@takes("repo", *LOCK_CHOICE)
+@takes("repo", *LOCK_CHOICE, "no_compile")
 def path(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -> None:
     """Print the installed trees' paths joined for PYTHONPATH; exit 1 if one is not installed.
 
@@ -809,7 +811,7 @@ def path(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -
         _fail("nothing to look up: give SPEC arguments or -r FILE", 2)
     try:
         wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
-        with Repo(repo_path(opts, announce=False)) as store:
+        with Repo(repo_path(opts, announce=False), **opts.tree_keywords()) as store:
             paths = [store.tree_path(w) for w in wanted]
     except RepoinstallError as error:
         _fail(error)
@@ -838,7 +840,7 @@ def check_trees(
 
 
 @app.command(epilog=EXIT_CODES, short_help="Write installed trees as a PEP 751 lock file (pylock.toml).")
-@takes("repo", *LOCK_CHOICE)
+@takes("repo", *LOCK_CHOICE, "no_compile")
 def export(
     specs: SpecsArg = None,
     requirement: ReqOpt = None,
@@ -860,7 +862,7 @@ def export(
         _fail(f"{output}: its directory {os.path.dirname(os.path.abspath(output))} does not exist", 2)
     try:
         wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
-        with Repo(repo_path(opts, announce=False)) as store:
+        with Repo(repo_path(opts, announce=False), **opts.tree_keywords()) as store:
             text = store.export(wanted)
     except RepoinstallError as error:
         _fail(error)

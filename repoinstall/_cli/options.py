@@ -55,6 +55,7 @@ class Options(NamedTuple):
     wait_timeout: float = WAIT_TIMEOUT
     install_timeout: float = INSTALL_TIMEOUT
     installer: str = INSTALLERS[0]
+    no_compile: bool = False
     cache_dir: str | None = None
     index_url: str | None = None
     extra_index_url: list[str] | None = None
@@ -119,6 +120,7 @@ class Options(NamedTuple):
             no_binary=binary_values(tuple(self.no_binary or ())),
             only_binary=binary_values(tuple(self.only_binary or ())),
             trusted_hosts=tuple(self.trusted_host or ()),
+            bytecode=not self.no_compile,
         )
 
     def lock_choice(self) -> "LockChoice":
@@ -126,6 +128,13 @@ class Options(NamedTuple):
         from .._options import LockChoice
 
         return LockChoice.of(self.extra or (), self.group)
+
+    def tree_keywords(self) -> dict[str, Any]:
+        """``Repo(...)`` keywords for a command that only names trees (``path``, ``export``, ``remove``): which
+        trees, with bytecode or without (``--no-compile``)."""
+        from .._options import InstallOptions
+
+        return {"install": InstallOptions(bytecode=False)} if self.no_compile else {}
 
     def repo_settings(self) -> dict[str, Any]:
         """``Repo(...)`` keywords: locking, installing and resolving as asked."""
@@ -231,6 +240,16 @@ DECLARED: dict[str, Any] = {
             envvar="REPOINSTALL_INSTALLER",
             metavar="pip|uv",
             help="Which installer fills a tree: pip, or uv (pip install 'repoinstall[uv]').",
+        ),
+    ],
+    "no_compile": Annotated[
+        bool,
+        typer.Option(
+            "--no-compile",
+            envvar="REPOINSTALL_NO_COMPILE",
+            help="Trees without bytecode (as pip's --no-compile, uv's default): other trees than those with it, "
+            "never one replacing the other. Every process then compiles what it imports, in memory, unless "
+            "PYTHONPYCACHEPREFIX names a writable directory.",
         ),
     ],
     "cache_dir": Annotated[
@@ -511,6 +530,7 @@ LOCKING = ("no_lock", "stale_after", "heartbeat", "wait_timeout")
 INSTALLING = (
     "install_timeout",
     "installer",
+    "no_compile",
     "cache_dir",
     "index_url",
     "extra_index_url",

@@ -70,21 +70,29 @@ class RecordProblems:
     """What a RECORD check found wrong: files missing, files whose hash, size or kind differs, files nobody
     recorded. ``bytecode`` lists unrecorded ``__pycache__/*.pyc`` files (a worker that ran ``python -O`` on a
     writable mount writes ``*.opt-1.pyc``): reported, but they do not make a tree wrong. ``size``: the bytes of
-    the recorded files that matched (of a tree with no problems, all its files' but unrecorded bytecode's)."""
+    the recorded files that matched (of a tree with no problems, all its files' but unrecorded bytecode's).
+    ``compiled``: in a tree made without bytecode (``--no-compile``), the compiled pycs it holds all the same
+    (unrecorded, or recorded without a hash as a compiler records them): a fault, unlike ``bytecode``."""
 
     missing: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()
     bytecode: tuple[str, ...] = ()
     size: int = 0
+    compiled: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.changed or self.extra)
+        return bool(self.missing or self.changed or self.extra or self.compiled)
 
     def summary(self) -> str:
         parts = [
             f"{len(files)} {label} (e.g. {files[0]})"
-            for label, files in (("missing", self.missing), ("changed", self.changed), ("extra", self.extra))
+            for label, files in (
+                ("missing", self.missing),
+                ("changed", self.changed),
+                ("extra", self.extra),
+                ("compiled bytecode in a tree made without it", self.compiled),
+            )
             if files
         ]
         return ", ".join(parts) or "ok"
@@ -171,7 +179,13 @@ class Hashed:
 
 
 def check_tree(
-    tree: int | str, dists: list[Dist], *, extra: bool = True, hashed: Hashed | None = None, seal: bool = False
+    tree: int | str,
+    dists: list[Dist],
+    *,
+    extra: bool = True,
+    hashed: Hashed | None = None,
+    seal: bool = False,
+    bytecode: bool = True,
 ) -> RecordProblems:
     """Check all ``dists`` of a tree against their RECORDs and, with ``extra``, find files none of them lists.
 
@@ -181,6 +195,8 @@ def check_tree(
     (a private staged dir about to be published): each regular file the walk finds as recorded, and each
     unrecorded pyc, is made read-only for everyone (0444, 0555 for an executable) as it is met, by the call that
     checked it, so no worker can change the files that trees will link: one walk, not a second one to chmod.
+    ``bytecode`` false (a tree or stored distribution made without it): every ``__pycache__`` pyc but one its
+    wheel ships (recorded with a hash) is ``compiled``, a fault.
     """
     missing: list[str] = []
     expected: dict[str, tuple[str, str]] = {}  # tree-relative path -> (hash field, size field)
@@ -195,11 +211,14 @@ def check_tree(
                     expected[relative] = (row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else "")
         changed: list[str] = []
         found_extra: list[str] = []
-        bytecode: list[str] = []
+        pycs: list[str] = []  # unrecorded bytecode
+        compiled: list[str] = []
         size = 0
         for entry in _walk.walk(fd):
             fields = expected.pop(entry.path, None)
-            if fields is not None:
+            if not bytecode and is_bytecode(entry.path) and (fields is None or not fields[0]):
+                compiled.append(entry.path)
+            elif fields is not None:
                 is_file = entry.kind == _walk.FILE
                 matched = _matches(entry.dir_fd, entry.name, *fields, hashed, seal) if is_file else None
                 if matched is None:
@@ -209,7 +228,7 @@ def check_tree(
             elif entry.kind == _walk.DIR:
                 changed.append(f"{entry.path}/ (nested deeper than {_walk.MAX_DEPTH} levels)")
             elif is_bytecode(entry.path) and entry.kind == _walk.FILE:
-                bytecode.append(entry.path)
+                pycs.append(entry.path)
                 if seal:
                     mode = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False).st_mode
                     os.chmod(entry.name, sealed(mode), dir_fd=entry.dir_fd)  # a regular file, in a private dir
@@ -220,7 +239,12 @@ def check_tree(
     # RECORD lists itself without a hash; a recorded path the walk never reached (under a symlink, say) is missing.
     missing += sorted(expected)
     return RecordProblems(
-        tuple(missing), tuple(changed), tuple(found_extra) if extra else (), tuple(bytecode) if extra else (), size
+        tuple(missing),
+        tuple(changed),
+        tuple(found_extra) if extra else (),
+        tuple(pycs) if extra else (),
+        size,
+        tuple(compiled),
     )
 
 

@@ -12,7 +12,18 @@ from packaging.version import InvalidVersion, Version
 from .._errors import InvalidRequirement
 from .envtag import environment_tag
 
-__all__ = ["TreeId", "TreeKind", "canonical_name", "canonical_version", "environment_tag", "kind_of"]
+__all__ = [
+    "NO_BYTECODE",
+    "TreeId",
+    "TreeKind",
+    "canonical_name",
+    "canonical_version",
+    "env_tag",
+    "environment_tag",
+    "has_bytecode",
+    "kind_of",
+    "tree_env",
+]
 
 # Canonical names and extras (PEP 503 / PEP 685) are lowercase letters, digits and single dashes: no '/', no
 # '..', nothing a path could escape with. Checked again here so no caller can smuggle another shape in.
@@ -22,6 +33,30 @@ _ENV_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 _SEPARATORS = re.compile(r"[-_.]+")
+
+#: What a tree's environment adds to the environment tag when the tree holds no bytecode (``--no-compile``):
+#: ``cp311-cp311-manylinux_2_36_x86_64.nopyc``. Every path of a tree and of its stored distributions is below its
+#: environment (``trees/<env>/``, ``store/<env>/``, their locks, records, closures, digests, staging), so a tree
+#: with pycs and one without are two trees, and their distributions two stored ones, never one replacing the
+#: other. No environment tag holds a ``.`` (packaging writes ``_`` for one in a platform tag), so the two never
+#: meet; a release before this one sees one more environment, whose trees hold what it stores.
+NO_BYTECODE = ".nopyc"
+
+
+def tree_env(tag: str, bytecode: bool = True) -> str:
+    """The environment of trees made for the interpreter of environment tag ``tag``, with pycs or without."""
+    return tag if bytecode else tag + NO_BYTECODE
+
+
+def has_bytecode(env: str) -> bool:
+    """Whether the trees (and stored distributions) of environment ``env`` hold compiled bytecode."""
+    return not env.endswith(NO_BYTECODE)
+
+
+def env_tag(env: str) -> str:
+    """The environment tag of a tree's environment ``env``: the interpreter, ABI and platform it is made for."""
+    return env.removesuffix(NO_BYTECODE)
+
 
 #: The longest file name a tree needs is its staging dir, ``<name>-<leaf>.<host, at most 40>.<pid, at most 7
 #: digits>.<8 hex>``: 59 bytes besides the project name and the leaf. Linux filesystems and NFS allow 255 bytes

@@ -24,13 +24,14 @@ if TYPE_CHECKING:
 def record_existing(layout: Layout, requirement: str, tid: TreeId, dist_info: str) -> bool:
     """Write the record of a published tree that has none, if every RECORD hash in it checks out."""
     from .dists import check_tree, scan
+    from .identity import has_bytecode
 
     tree = _fs.open_dir(layout.writable_fd(), (*layout.tree_dir(tid), tid.leaf))
     if tree is None:
         return False
     try:
         dists = scan(tree)
-        if problems := check_tree(tree, dists):
+        if problems := check_tree(tree, dists, bytecode=has_bytecode(tid.env)):
             _log.logger().warning(
                 "%s does not match its RECORDs (%s); reinstalling", layout.tree_path(tid), problems.summary()
             )

@@ -121,6 +121,7 @@ class Staging:
         says an install ended): the tree's own dist-info is there and every file matches its RECORD hash;
         :class:`InstallError` otherwise (nothing is published)."""
         from .._disk.dists import check_tree, scan
+        from .._disk.identity import has_bytecode
         from .._disk.manifest import TreeEntry
 
         tid = self._tid
@@ -132,7 +133,7 @@ class Staging:
                 raise InstallError(
                     f"{tid}: {built.installer} finished but the staged tree has no {tid.name} {tid.version} dist-info"
                 )
-            if problems := check_tree(tree, dists, hashed=self.hashed):
+            if problems := check_tree(tree, dists, hashed=self.hashed, bytecode=has_bytecode(tid.env)):
                 raise InstallError(f"{tid}: staged tree does not match its RECORDs: {problems.summary()}")
             if expected is not None:  # a lock's tree, or one installed from its kept closure
                 from .locked import check_members

@@ -18,7 +18,7 @@ import tempfile
 from typing import Any, NamedTuple
 
 from .._disk import fs as _fs
-from .._disk.identity import TreeId
+from .._disk.identity import TreeId, has_bytecode
 from .._disk.layout import Layout
 from .._disk.manifest import TreeEntry, recorded_dists
 from .._errors import InstallError
@@ -229,6 +229,7 @@ def _platforms(registry: Registry, tid: TreeId) -> list[dict[str, Any]]:
             or notes.get(_image.TREE) != tid.pin
             or not env.startswith(interpreter)
             or env.count("-") != 2
+            or has_bytecode(env) != has_bytecode(tid.env)
         ):
             continue
         entries.append(_image.entry(env, platform_of(env), _image.Blob(got[0], _image.MANIFEST)))

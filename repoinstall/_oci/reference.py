@@ -13,7 +13,7 @@ import hashlib
 import re
 from typing import NamedTuple
 
-from .._disk.identity import TreeId, canonical_version
+from .._disk.identity import NO_BYTECODE, TreeId, canonical_version, env_tag, has_bytecode
 from .._errors import InvalidInput
 
 #: The distribution spec's rules: a repository path component, a tag, a digest.
@@ -65,11 +65,12 @@ class Reference(NamedTuple):
 
 
 def tag_for(tid: TreeId) -> str:
-    """The tag of ``tid``'s image: its name, extras, version and interpreter-abi (the platform is the index's)."""
-    interpreter, abi, _ = tid.env.split("-", 2)
+    """The tag of ``tid``'s image: its name, extras, version and interpreter-abi (the platform is the index's),
+    and ``.nopyc`` for a tree without bytecode: another tree, so another image (no ABI tag holds a ``.``)."""
+    interpreter, abi, _ = env_tag(tid.env).split("-", 2)
     name = ".".join([tid.name, *tid.extras])
     version = canonical_version(tid.version).replace("!", "__").replace("+", "_")
-    tag = f"{name}-{version}-{interpreter}-{abi}"
+    tag = f"{name}-{version}-{interpreter}-{abi}{'' if has_bytecode(tid.env) else NO_BYTECODE}"
     if len(tag) > _TAG_MAX:
         # Too long for a tag: its head, and a hash of the whole that keeps it one tree's.
         digest = hashlib.sha256(tag.encode()).hexdigest()[:16]
@@ -84,7 +85,7 @@ def platform_tag(tid: TreeId) -> str:
     platform's push can lose it; the index at :func:`tag_for`'s tag is rebuilt from these. No tag of
     :func:`tag_for` holds ``--`` (canonical names and versions hold no run of ``-``), so :func:`platform_prefix`
     lists one tree's platform tags (and a pusher still reads each one's tree annotation before it trusts it)."""
-    tag, platform = tag_for(tid), tid.env.split("-", 2)[2]
+    tag, platform = tag_for(tid), env_tag(tid.env).split("-", 2)[2]
     if len(platform) > _PLATFORM_MAX:
         platform = hashlib.sha256(platform.encode()).hexdigest()[:16]
     room = _TAG_MAX - 2 - _PLATFORM_MAX  # the same for every platform: one prefix lists them all
@@ -147,7 +148,7 @@ class Platform(NamedTuple):
 
 def platform_of(env: str) -> Platform:
     """The OCI platform of an environment tag's platform part (``manylinux_2_36_x86_64`` -> linux/amd64)."""
-    platform = env.split("-", 2)[2]
+    platform = env_tag(env).split("-", 2)[2]
     if (match := _PLATFORM.match(platform)) is not None:
         arch, variant = _ARCHITECTURES.get(match["arch"], (match["arch"], ""))
         return Platform("linux", arch, variant)

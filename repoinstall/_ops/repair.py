@@ -30,14 +30,17 @@ def repair_tree(
 ) -> str:
     """Re-record a whole tree or reinstall a broken one: "ok", "re-recorded" or "reinstalled". ``unproven``: composed
     from a stored distribution a registry's annotation named, so reinstalled however whole it looks."""
-    from .._disk.identity import TreeKind
+    from .._disk.identity import TreeKind, env_tag, has_bytecode
     from .._install import locked
     from .._install.protocol import ensure_tree
     from .._install.together import recorded
+    from .._options import InstallOptions
     from .._requirements import parse_spec
 
-    if tid.env != env:
+    if env_tag(tid.env) != env_tag(env):
         raise InstallError(f"{tid} ({tid.env}): built for another environment; repair it there")
+    # With its bytecode or without, as its environment says, whatever this run's trees carry.
+    options = (options or InstallOptions())._replace(bytecode=has_bytecode(tid.env))
     # A tree still missing as we leave the lock (never installed, or set aside below) leaves no lock behind.
     with locks.hold(tree_key(tid), gone=lambda: missing(layout, tid)):
         report = verify(layout, tid)  # again: a peer may have repaired it while we waited for the lock
@@ -96,10 +99,11 @@ def repair_stored(layout: Layout, report: DistReport, env: str) -> str:
     trees), so the trees composed from it, reinstalled next, install it afresh with new inodes: "ok" if a check
     made now finds it whole (or gone: a peer repaired it), else "set aside". A stray at its path (a file, a FIFO)
     is set aside as well; a symlink there is refused in one line (:class:`RepoUnusable`)."""
+    from .._disk.identity import env_tag
     from .storeverify import verify_one
 
     stored = report.stored
-    if stored.env != env:
+    if env_tag(stored.env) != env_tag(env):
         raise InstallError(f"{report} ({stored.env}): stored for another environment; repair it there")
     if report.unproven:
         # Whole as the RECORD a registry wrote says: set aside all the same (no tree links it again; each is

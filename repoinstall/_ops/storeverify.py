@@ -49,6 +49,7 @@ class DistReport(NamedTuple):
             "missing": list(self.problems.missing),
             "changed": list(self.problems.changed),
             "extra": list(self.problems.extra),
+            "compiled": list(self.problems.compiled),
             "trees": [t.pin for t in self.trees],
             "notes": list(self.notes),
             "provenance": "registry" if is_layer_leaf(self.stored.leaf) else "wheel",

@@ -8,7 +8,7 @@ from typing import NamedTuple
 from .._disk import fs as _fs
 from .._disk.check import State, check, unreadable
 from .._disk.dists import Hashed, RecordProblems, check_tree, scan
-from .._disk.identity import TreeId
+from .._disk.identity import TreeId, has_bytecode
 from .._disk.layout import Layout
 from .._disk.manifest import recorded_dists
 
@@ -50,6 +50,7 @@ class TreeReport(NamedTuple):
             "changed": list(self.problems.changed),
             "extra": list(self.problems.extra),
             "bytecode": list(self.problems.bytecode),
+            "compiled": list(self.problems.compiled),
             "notes": list(self.notes),
         }
 
@@ -81,7 +82,7 @@ def _verify(layout: Layout, tid: TreeId, hashed: Hashed | None) -> TreeReport:
         return TreeReport(tid, path, MISSING, RecordProblems(), ("removed while being verified",))
     try:
         dists = scan(tree)
-        problems = check_tree(tree, dists, hashed=hashed)
+        problems = check_tree(tree, dists, hashed=hashed, bytecode=has_bytecode(tid.env))
     finally:
         os.close(tree)
     mismatched: list[str] = []  # the manifest record and the tree disagree on which dists are there

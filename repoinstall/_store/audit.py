@@ -19,6 +19,7 @@ from typing import NamedTuple
 from .. import _log
 from .._disk import fs as _fs
 from .._disk.dists import Dist, RecordProblems, check_tree, scan
+from .._disk.identity import has_bytecode
 from .._disk.layout import Layout
 from . import digests
 from .identity import DistId
@@ -55,7 +56,12 @@ def check(layout: Layout, stored: Stored) -> Audit | None:
         if len(found) != 1 or not own:
             held = ", ".join(d.dist_info for d in found) or "no dist-info"
             return Audit(None, RecordProblems(), f"holds {held}, not one dist-info naming {stored.name}")
-        return Audit(own[0], check_tree(fd, found), None, _untrusted(layout, stored, fd, own[0]))
+        return Audit(
+            own[0],
+            check_tree(fd, found, bytecode=has_bytecode(stored.env)),
+            None,
+            _untrusted(layout, stored, fd, own[0]),
+        )
     finally:
         os.close(fd)
 

@@ -13,6 +13,7 @@ import os
 
 from .._disk import fs as _fs
 from .._disk.dists import Hashed, check_tree, scan
+from .._disk.identity import has_bytecode
 from .._disk.layout import Layout
 from .._disk.publish import publish as _publish
 from .identity import DistId
@@ -45,7 +46,7 @@ def check(staged: str, dist: DistId, hashed: Hashed | None = None, *, seal: bool
     found = scan(staged)
     if not any(dist.names(d.name, d.version) for d in found) or len(found) != 1:
         return f"{dist}: the staged dir holds {', '.join(d.dist_info for d in found) or 'no dist-info'}"
-    problems = check_tree(staged, found, hashed=hashed, seal=seal)
+    problems = check_tree(staged, found, hashed=hashed, seal=seal, bytecode=has_bytecode(dist.env))
     return f"{dist}: {problems.summary()}" if problems else None
 
 

@@ -75,3 +75,13 @@ def test_help_says_where_each_index_and_format_option_goes() -> None:
     for name in ("index_url", "extra_index_url", "find_links", "no_index", "constraint", "no_binary", "only_binary"):
         (option,) = DECLARED[name].__metadata__
         assert "resolve unpinned specs" in option.help and "pip or uv" in option.help, (name, option.help)
+
+
+def test_no_compile_is_taken_wherever_a_command_names_trees() -> None:
+    # ensure, run, push and verify (repair) install trees; path, export and remove name them: each may be asked for
+    # the trees without bytecode, which are other trees.
+    for command in ("ensure", "run", "push", "verify", "path", "export", "remove"):
+        assert _options_of(command)["no_compile"] is False, command
+    assert Options().install_options().bytecode and not Options(no_compile=True).install_options().bytecode
+    assert Options().tree_keywords() == {}
+    assert not Options(no_compile=True).tree_keywords()["install"].bytecode

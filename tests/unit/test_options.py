@@ -17,6 +17,7 @@ from repoinstall import InstallOptions, InvalidInput, LockSettings, Repo
         (InstallOptions(timeout=float("nan")), "--install-timeout must be a positive number"),
         (InstallOptions(constraints=("/dev/zero",)), "not a regular file"),
         (InstallOptions(constraints=("/nonexistent/c.txt",)), "constraints file not found"),
+        (InstallOptions(bytecode="no"), "bytecode must be True or False"),  # type: ignore[arg-type]
     ],
 )
 def test_install_options_are_checked_for_api_users(options: InstallOptions, reason: str, tmp_path: Path) -> None:

@@ -144,14 +144,16 @@ def install(
     )
     chosen.settle(target)
     # Bytecode, once, on every core: valid wherever its files land (a layer, a mount), the same from any repo.
-    from ..._disk.dists import hashing_meanwhile
-    from ..._store.bytecode import hash_based
+    # None with --no-compile: its trees are another environment's (see repoinstall._disk.identity.NO_BYTECODE).
+    if options.bytecode:
+        from ..._disk.dists import hashing_meanwhile
+        from ..._store.bytecode import hash_based
 
-    with (
-        hashing_meanwhile(target, hashed),  # what the store's check will hash, hashed while the compile runs
-        _log.phase("compile.done", f"compiling {what}", "compiled %s", what, what=what) as compiling,
-    ):
-        compiling.figures["files"] = hash_based(target, options.python, hashed=hashed)
+        with (
+            hashing_meanwhile(target, hashed),  # what the store's check will hash, hashed while the compile runs
+            _log.phase("compile.done", f"compiling {what}", "compiled %s", what, what=what) as compiling,
+        ):
+            compiling.figures["files"] = hash_based(target, options.python, hashed=hashed)
     artifacts = chosen.closure(target, requested, scratch)
     if requested.locked:
         # What a pinned install was told to take, for what the installer did not report itself.
