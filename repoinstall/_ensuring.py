@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from ._choose import Choice, Chooser
     from ._disk.closures import Closure
+    from ._disk.dists import Hashed
     from ._disk.layout import Layout
     from ._install.flight import SingleFlight
     from ._install.protocol import Filler, Outcome
@@ -50,6 +51,9 @@ class Prepared(NamedTuple):
     stored: int = 0
     #: The stored distributions the batch stored or hashed whole, for this tree's composing to trust.
     checked: frozenset[DistId] = frozenset()
+    #: What the batch hashed of the files it stored, for this tree's verify to find them hashed (see
+    #: :class:`repoinstall._install.fill.batch.Prefilled`).
+    hashed: Hashed | None = None
     #: A pinned tree the batch could not resolve: its listing is looked at first (see :meth:`Ensurer.capture`).
     look_up: bool = False
     #: Seconds the batch's run took: part of this tree's install, which waited for all of it.
@@ -167,6 +171,7 @@ class Ensurer:
                     done.closures.get(tid),
                     done.stored.get(tid, 0),
                     done.checked,
+                    done.hashed,
                     seconds=seconds if tid in done.closures else 0.0,
                 )
                 for _, tid in items
@@ -231,7 +236,14 @@ class Ensurer:
                 outcome, shared = self.single_flight().run(
                     tid,
                     partial(
-                        self._install, requested, tid, prepared.closure, prepared.checked, filler, prepared.seconds
+                        self._install,
+                        requested,
+                        tid,
+                        prepared.closure,
+                        prepared.checked,
+                        filler,
+                        prepared.seconds,
+                        prepared.hashed,
                     ),
                 )
                 break
@@ -254,9 +266,10 @@ class Ensurer:
         checked: frozenset[DistId] = frozenset(),
         filler: Filler | None = None,
         batch: float = 0.0,
+        hashed: Hashed | None = None,
     ) -> Outcome:
         """The protocol for ``tid``; ``batch``: seconds a batch's run took to store its distributions first (the
-        time reported for it includes them)."""
+        time reported for it includes them); ``hashed``: what that run hashed of the files it stored."""
         from ._install.protocol import ensure_tree
         from ._options import for_file
 
@@ -275,6 +288,7 @@ class Ensurer:
                 resolved,
                 checked,
                 filler,
+                hashed,
             )
         seconds = time.monotonic() - started + batch
         self.emit(Event("done", str(tid), outcome.action, seconds))
