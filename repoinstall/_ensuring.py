@@ -10,6 +10,7 @@ Nothing here knows which of the two runs it."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -151,6 +152,10 @@ class Ensurer:
 
         prepared: dict[Choice, Prepared] = {}
         started = time.monotonic()
+        if any(not (one.locked or one.members or one.hashes) for one, _ in items):
+            # Its trees resolved together may ask the index, after the installer's run, whether the resolution held
+            # a tree's dependency back (see fill.batch's _newest): the HTTP client is made meanwhile, not then.
+            threading.Thread(target=self._warm, args=(index,), name="repoinstall-warm", daemon=True).start()
         try:
             with os_errors(self._layout.root, items[0][1]):
                 done = self._layout.retrying(
@@ -196,6 +201,12 @@ class Ensurer:
         if len(unresolved) < 2:
             return prepared  # one tree: its installer's error says as much, for one run
         return {**prepared, **{tid: prepared.get(tid, NOTHING)._replace(look_up=True) for tid in unresolved}}
+
+    def _warm(self, index: FileIndex | None) -> None:
+        """The resolver of ``index`` and its HTTP client made (see :meth:`_prefill_group`). Only a saving: whatever
+        fails here fails again, and is reported, where the index is asked."""
+        with contextlib.suppress(Exception):
+            self._chooser._make_resolver(index).warm()
 
     def _newest(
         self,
