@@ -3,10 +3,11 @@
     python bench/cold.py [--quick] [--rounds N] [--installer pip|uv ...]
 
 "Cold": an empty repo (no tree, an empty store) and an empty ``--target`` directory; the installer's own cache
-warm and the same for both sides (one cache directory per installer, filled by an untimed run of each side first),
-so neither side downloads while timed; the wheels served from 127.0.0.1 (``bench/realwheels.py``: a PEP 503/658
-index). Each round runs one pair per installer, back to back, after a ``sync`` (neither side pays for the other's
-writeback), the bare installer first in every other round:
+warm and the same for both sides (one cache directory per installer, filled by an untimed run of each side first);
+the wheels served from 127.0.0.1 (``bench/realwheels.py``: a PEP 503/658 index). uv unpacks each wheel into its
+cache once; pip keeps nothing of what this server sends (no cache headers), so with pip both sides download the
+wheels again, from 127.0.0.1, each time. Each round runs one pair per installer, back to back, each command after a
+``sync`` (neither side pays for the other's writeback), the bare installer first in every other round:
 
 * ``repoinstall ensure numpy==2.4.6 pandas==3.0.6 --installer uv`` against ``uv pip install --target T
   --compile-bytecode --link-mode copy`` of the same specs (repoinstall copies out of uv's cache too);
