@@ -111,14 +111,20 @@ def main() -> None:
             server = serving.enter_context(realwheels.serve("pep658"))
             specs, what = list(realwheels.SPECS), " + ".join(realwheels.SPECS)
         index = server.url + "simple"
-        print(f"{machine()}; {rounds} alternating pair(s) per installer; {what} from 127.0.0.1; cold, cache warm")
+        print(
+            f"{machine()}; {rounds} alternating pair(s) per installer; {what} from 127.0.0.1; cold, cache warm",
+            flush=True,
+        )
         for installer in installers:
             # Untimed: each side fills the cache it then shares (uv's wheels, pip's HTTP cache), and is checked.
             pair(installer, index, specs, Path(tmp, f"warm-{installer}"), False, verify=True)
         for round_ in range(rounds):
             for installer in installers:
                 work = Path(tmp, f"{round_}-{installer}")
-                runs[installer].append(pair(installer, index, specs, work, bare_first=round_ % 2 == 1))
+                found = pair(installer, index, specs, work, bare_first=round_ % 2 == 1)
+                runs[installer].append(found)
+                (ours, _), (bare, _) = found["repoinstall"], found["bare"]
+                print(f"round {round_ + 1}, {installer}: {ours:.2f} s / {bare:.2f} s = {ours / bare:.2f}x", flush=True)
     print(f"\n{'command':<48} | {'wall s':>7} {'cpu s':>6}  (medians)")
     for installer in installers:
         for side, label in (("repoinstall", f"repoinstall ensure --installer {installer}"), ("bare", BARE[installer])):
