@@ -61,7 +61,8 @@ class Prefilled(NamedTuple):
     stored: dict[TreeId, int]
     #: Every stored distribution of this batch, checked against its RECORD moments ago: hashed whole here, or
     #: checked by the publish that stored it (ours, or a peer's we waited for). Its trees link them as they are
-    #: (each tree's verify hashes what it links), not hashing each once more per tree.
+    #: (each tree's verify checks what it links, by the digests in ``hashed`` where this batch took them), not
+    #: hashing each once more per tree.
     checked: frozenset[DistId] = frozenset()
     #: What the batch's install hashed of the files it stored (each pyc as compiled, every other file while the
     #: compile ran, each file of a distribution as it was checked before its publish), by device, inode, size and
