@@ -10,6 +10,7 @@ Nothing here knows which of the two runs it."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from ._choose import Choice, Chooser
     from ._disk.closures import Closure
+    from ._disk.dists import Hashed
     from ._disk.layout import Layout
     from ._install.flight import SingleFlight
     from ._install.protocol import Filler, Outcome
@@ -50,6 +52,9 @@ class Prepared(NamedTuple):
     stored: int = 0
     #: The stored distributions the batch stored or hashed whole, for this tree's composing to trust.
     checked: frozenset[DistId] = frozenset()
+    #: What the batch hashed of the files it stored, for this tree's verify to find them hashed (see
+    #: :class:`repoinstall._install.fill.batch.Prefilled`).
+    hashed: Hashed | None = None
     #: A pinned tree the batch could not resolve: its listing is looked at first (see :meth:`Ensurer.capture`).
     look_up: bool = False
     #: Seconds the batch's run took: part of this tree's install, which waited for all of it.
@@ -147,6 +152,10 @@ class Ensurer:
 
         prepared: dict[Choice, Prepared] = {}
         started = time.monotonic()
+        if any(not (one.locked or one.members or one.hashes) for one, _ in items):
+            # Its trees resolved together may ask the index, after the installer's run, whether the resolution held
+            # a tree's dependency back (see fill.batch's _newest): the HTTP client is made meanwhile, not then.
+            threading.Thread(target=self._warm, args=(index,), name="repoinstall-warm", daemon=True).start()
         try:
             with os_errors(self._layout.root, items[0][1]):
                 done = self._layout.retrying(
@@ -167,6 +176,7 @@ class Ensurer:
                     done.closures.get(tid),
                     done.stored.get(tid, 0),
                     done.checked,
+                    done.hashed,
                     seconds=seconds if tid in done.closures else 0.0,
                 )
                 for _, tid in items
@@ -191,6 +201,12 @@ class Ensurer:
         if len(unresolved) < 2:
             return prepared  # one tree: its installer's error says as much, for one run
         return {**prepared, **{tid: prepared.get(tid, NOTHING)._replace(look_up=True) for tid in unresolved}}
+
+    def _warm(self, index: FileIndex | None) -> None:
+        """The resolver of ``index`` and its HTTP client made (see :meth:`_prefill_group`). Only a saving: whatever
+        fails here fails again, and is reported, where the index is asked."""
+        with contextlib.suppress(Exception):
+            self._chooser._make_resolver(index).warm()
 
     def _newest(
         self,
@@ -231,7 +247,14 @@ class Ensurer:
                 outcome, shared = self.single_flight().run(
                     tid,
                     partial(
-                        self._install, requested, tid, prepared.closure, prepared.checked, filler, prepared.seconds
+                        self._install,
+                        requested,
+                        tid,
+                        prepared.closure,
+                        prepared.checked,
+                        filler,
+                        prepared.seconds,
+                        prepared.hashed,
                     ),
                 )
                 break
@@ -254,9 +277,10 @@ class Ensurer:
         checked: frozenset[DistId] = frozenset(),
         filler: Filler | None = None,
         batch: float = 0.0,
+        hashed: Hashed | None = None,
     ) -> Outcome:
         """The protocol for ``tid``; ``batch``: seconds a batch's run took to store its distributions first (the
-        time reported for it includes them)."""
+        time reported for it includes them); ``hashed``: what that run hashed of the files it stored."""
         from ._install.protocol import ensure_tree
         from ._options import for_file
 
@@ -275,6 +299,7 @@ class Ensurer:
                 resolved,
                 checked,
                 filler,
+                hashed,
             )
         seconds = time.monotonic() - started + batch
         self.emit(Event("done", str(tid), outcome.action, seconds))

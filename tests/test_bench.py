@@ -157,6 +157,19 @@ def test_nocompile_benchmark_prints_its_ratio_beside_the_target_and_the_imports(
         assert rows["--no-compile, PYTHONPYCACHEPREFIX: later imports"][1::2] == ["0", "0"], out
 
 
+def test_cold_benchmark_prints_each_ratio_beside_its_target_and_the_figure_before() -> None:
+    done = bench("cold.py")  # it exits non-zero unless each side succeeded and the warm-up's trees verified
+    for installer, bare, target in (
+        ("uv", "uv pip install --target --compile-bytecode", "1.2"),
+        ("pip", "pip install --target", "1.0"),
+    ):
+        (row,) = [
+            line for line in done.stdout.splitlines() if line.startswith(f"repoinstall --installer {installer} / ")
+        ]
+        assert f" / {bare}: " in row and f"target <= {target}: " in row and "; before: " in row, row
+        assert re.search(r": \d+\.\d\dx \(rounds \d+\.\d\d-\d+\.\d\d; CPU \d+\.\d\dx\)", row), row
+
+
 def test_lockkinds_benchmark_lands_every_kind_of_one_resolution_in_one_tree() -> None:
     done = bench("lockkinds.py")  # it exits non-zero if a kind failed, landed in a second tree, or its export failed
     for installer in ("pip", "uv"):

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -188,3 +189,39 @@ def test_a_set_installed_together_installs_only_what_the_store_lacks(repo: Path,
     tree = Path(document(done.stdout)["packages"][0]["path"])
     assert import_version(tree, "lib_three") == "1.0" and import_version(tree, "uses_0") == "1.0"
     assert run("verify", "--all", "--repo", repo).returncode == 0
+
+
+#: Ensures its argv's specs in one batch, in-process, and prints how often this process opened a file named
+#: ``payload.bin`` meanwhile (an audit hook sees every open; the installers and compilers are processes of their
+#: own), then verifies the repo.
+_COUNT_OPENS = """
+import json, sys
+opened = []
+counting = [True]
+sys.addaudithook(
+    lambda event, args: event == "open" and counting[0] and str(args[0]).endswith("payload.bin") and opened.append(1)
+)
+from repoinstall import Repo
+from repoinstall._options import InstallOptions
+options = InstallOptions(find_links=(sys.argv[2],), no_index=True, installer=sys.argv[3])
+with Repo(sys.argv[1], install=options) as repo:
+    actions = [result.action for result in repo.ensure_all(sys.argv[4:])]
+    counting[0] = False
+    reports = repo.verify()
+print(json.dumps({"actions": actions, "ok": all(r.ok for r in reports), "opens": len(opened)}))
+"""
+
+
+def test_a_batch_hashes_each_file_it_stores_once_for_all_its_trees(repo: Path, tmp_path: Path, installer: str) -> None:
+    """A cold batch of two trees that both hold one distribution: this process hashes its file once (while the
+    bytecode compiles, or in the store's check before its publish); both trees' verifies find it hashed (before,
+    the store's check and each tree's verify hashed it, three times)."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, "bulky", "1.0", payload=1 << 20, incompressible=True)
+    make_wheel(wheels, "uses-bulky", "1.0", requires=("bulky>=1",))
+    args = ["-c", _COUNT_OPENS, repo, wheels, installer, "bulky==1.0", "uses-bulky==1.0"]
+    command = [sys.executable, *map(str, args)]
+    done = subprocess.run(command, capture_output=True, text=True, env=isolated_env(), check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"actions": ["installed", "installed"], "ok": True, "opens": 1}

@@ -142,7 +142,12 @@ class Hashed:
       is not hashed again when the tree composed of those files' links is verified, moments later. The split's
       renames, the read-only chmods and the tree's links each change a file's ctime, so it is not in the key: the
       content of a file changes only with its mtime (or by a deliberate ``utime`` after a write, which the next
-      ``verify`` catches by ctime), and until its publish nobody else can reach it.
+      ``verify`` catches by ctime), and until its publish nobody else can reach it. A batch's install shares its
+      own with the trees it composes (see :mod:`repoinstall._install.fill.batch`).
+
+    Shared by threads (a batch's trees verify at once, a thread hashes while the compile runs): each call is one
+    dict lookup or store, atomic in CPython, and a key's value is the same whoever stores it (the digest of the
+    same bytes), so no lock is needed; the limit may be overshot by a few entries.
     """
 
     #: Past this many entries nothing more is kept (about 100 bytes each): the check stays right, only slower.

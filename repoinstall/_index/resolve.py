@@ -240,6 +240,11 @@ class Resolver:
                 self._client = httpx.Client(**_http.client_settings(self.config))  # type: ignore[arg-type]
             return self._client
 
+    def warm(self) -> None:
+        """Make the HTTP client now (httpx's import, its TLS context: about 0.1 s), on a thread while something
+        else runs, so that the first question asked later does not wait for it."""
+        self._sync_client()
+
     def close(self) -> None:
         with self._guard:
             if self._client is not None:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection
 
     from .._disk.closures import Closure
+    from .._disk.dists import Hashed
     from .._disk.identity import TreeId
     from .._disk.layout import Layout
     from .._lock.locks import TreeLocks
@@ -59,11 +60,13 @@ def ensure_tree(
     resolved: Closure | None = None,
     checked: Collection[DistId] = (),
     filler: Filler | None = None,
+    hashed: Hashed | None = None,
 ) -> Outcome:
     """Make the tree ``tid`` exist in the repo, installing it at most once cluster-wide; what it took.
     ``resolved``: its closure as its batch's one resolution found it (see :mod:`.fill.batch`), for a tree that has
     no lock or kept closure; ``checked``: the stored distributions its batch checked; ``filler``: step 5 from
-    elsewhere than an installer (a registry's image)."""
+    elsewhere than an installer (a registry's image); ``hashed``: what its batch's install hashed of the files it
+    stored (see :class:`repoinstall._disk.dists.Hashed`), which this install's own hashes join."""
     from .fill.tree import fill
     from .locked import keep_closure, pinned
     from .preflight import refuse_obstacles
@@ -92,7 +95,7 @@ def ensure_tree(
             return Outcome(done, held.waited)
         started = clock.now()
         # 4. Stage: a private dir under staging/ whose heartbeat keeps gc off it; nobody reads it.
-        with Staging(layout, tid, locks.settings.heartbeat) as staging:
+        with Staging(layout, tid, locks.settings.heartbeat, hashed) as staging:
             # 5. Install: the installer writes only into the staging dir (its TMPDIR too). A set installed
             #    together is its metapackage's wheel, written to the installer's scratch dir. A lock file's tree,
             #    and a tree installed here before (its kept closure), are exactly their artifacts, hash-checked.

@@ -41,6 +41,7 @@ from ..._store.requires import closure, requirements
 from .plan import distinct, plannable
 
 if TYPE_CHECKING:
+    from ..._disk.dists import Hashed
     from ..._disk.layout import Layout
     from ..._lock.locks import TreeLocks
     from ..staging import Staging
@@ -60,8 +61,14 @@ class Prefilled(NamedTuple):
     stored: dict[TreeId, int]
     #: Every stored distribution of this batch, checked against its RECORD moments ago: hashed whole here, or
     #: checked by the publish that stored it (ours, or a peer's we waited for). Its trees link them as they are
-    #: (each tree's verify hashes what it links), not hashing each once more per tree.
+    #: (each tree's verify checks what it links, by the digests in ``hashed`` where this batch took them), not
+    #: hashing each once more per tree.
     checked: frozenset[DistId] = frozenset()
+    #: What the batch's install hashed of the files it stored (each pyc as compiled, every other file while the
+    #: compile ran, each file of a distribution as it was checked before its publish), by device, inode, size and
+    #: mtime: each tree's verify of the links it composes of them finds them there instead of hashing them again
+    #: (see :class:`repoinstall._disk.dists.Hashed`; one shared by the batch's trees, on their threads at once).
+    hashed: Hashed | None = None
 
 
 def prefill(
@@ -121,7 +128,9 @@ def prefill(
             resolutions.append((group, resolve(chosen, [tid.pin for _, tid in group], scratch, what) or []))
         planned = plannable(env, [*pinned, *(pin for _, pins in resolutions for pin in pins)])
         try:
-            stored += store_missing(layout, locks, chosen, planned, staging.tmp, what, frozenset(checked))[0]
+            stored += store_missing(
+                layout, locks, chosen, planned, staging.tmp, what, frozenset(checked), staging.hashed
+            )[0]
         except (InstallError, RepoUnusable) as error:
             # Each tree's own install says what is wrong with it (a symlink in the store's way, say: exit 2, for
             # the trees that need what it blocks); this was only to save runs.
@@ -130,7 +139,8 @@ def prefill(
         for group, pins in resolutions:
             if pins:
                 found.update(_closures_of(layout, chosen, group, plannable(env, pins), versions))
-        return Prefilled(found, _counted(layout, items, found, stored), frozenset(dist for dist, _ in planned))
+        checked_now = frozenset(dist for dist, _ in planned)
+        return Prefilled(found, _counted(layout, items, found, stored), checked_now, staging.hashed)
 
 
 def _whole(
@@ -180,13 +190,14 @@ def _whole(
         combined = os.path.join(scratch, "combined")
         path = staging.scratch_file(*wheel(batch, pins, summary="a batch installed by repoinstall"))
         request = Requested(what, batch.name, (), batch.version, source="batch", members=pins)
-        built = install(options, combined, request, path, scratch, what, kept=layout)
+        # Its hashes kept in the batch's ``hashed``: the store's checks and each tree's verify reuse them.
+        built = install(options, combined, request, path, scratch, what, staging.hashed, kept=layout)
         # Each distribution by the artifact the installer took (the batch's own metapackage is nobody's).
         found = identify(env, combined, built.artifacts, what, own=batch.name, by_url=True)
         if found is None:
             return None
         planned = [(dist, Pin(dist.name, str(dist.version), a.url, (f"sha256:{a.sha256}",))) for dist, a in found]
-        _, stored = into_store(layout, combined, scratch, [dist for dist, _ in planned])
+        _, stored = into_store(layout, combined, scratch, [dist for dist, _ in planned], staging.hashed)
         found_closures = _closures_of(layout, options, trees, sorted(planned), versions)
         for tid, closure in found_closures.items():
             _closures.write(layout, tid, closure)  # the closure every pod installs this tree from

@@ -62,8 +62,10 @@ def store_missing(
         # (a file, a FIFO: nothing the store makes) set aside, so what the installer makes can be published.
         clear(layout, dist, locking=locks.settings.enabled)
     # Each one hashed whole before it is linked into another tree: a changed one is set aside and installed afresh.
-    # One in ``checked`` is only looked up: the tree's own verify hashes every file it links anyway, so trusting a
-    # check this process made moments ago can cost a failed tree, never a tampered one published.
+    # One in ``checked`` is only looked up: the tree's own verify checks every file it links against its RECORD
+    # anyway (by the digest this process took of that very inode moments ago, or hashed again if its size or mtime
+    # changed since), so trusting a check this process made moments ago can cost a failed tree, never a changed
+    # file published unnoticed.
     todo = sorted(
         {
             dist: pin for dist, pin in planned
