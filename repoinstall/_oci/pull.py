@@ -44,6 +44,10 @@ from .reference import Reference, platform_of, platform_tag, tag_for
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from packaging.requirements import Requirement
+
     from .._disk.dists import Hashed
     from .._disk.identity import TreeId
     from .._disk.layout import Layout
@@ -231,7 +235,11 @@ class Source:
                 paths = {dist: future.result()[dist] for dist, future in staged}
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
-            _holds_its_tree(layout, tid, found.reference, by_dist, paths, environment)
+
+            def refetch(dist: DistId) -> str:
+                return fetch(by_dist[dist], os.path.join(staging.tmp, f"again-{dist.name}-{dist.leaf}"))[dist]
+
+            _holds_its_tree(layout, tid, found.reference, by_dist, paths, environment, refetch)
             for dist, path in paths.items():
                 publish(layout, dist, path, checked=True)
         pulled = sum(layer.size for layer in {by_dist[dist] for dist, _ in staged})
@@ -306,15 +314,31 @@ def _holds_its_tree(
     by_dist: Mapping[DistId, _image.LayerRef],
     staged: Mapping[DistId, str],
     environment: Mapping[str, str] | None,
+    refetch: Callable[[DistId], str],
 ) -> None:
     """Refuse an image that holds other than exactly its tree's distributions: every layer's distribution is one
     its root's ``Requires-Dist`` reaches (markers evaluated for the tree's interpreter), and every requirement
-    reached has its layer. ``staged``: where the ones not yet stored are."""
+    reached has its layer. ``staged``: where the ones not yet stored are; ``refetch``: a stored one's layer fetched
+    again (checked, into private staging), where gc took it since it was found stored."""
     from .._store.requires import closure, requirements
+
+    def read(dist: DistId) -> tuple[list[Requirement], str | None] | None:
+        if dist in staged:
+            return requirements(staged[dist])
+        stored = _store.path(layout, dist)
+        try:
+            found = requirements(stored)
+        except FileNotFoundError:
+            found = None
+        if found is None and not os.path.isdir(stored):
+            # gc took it (no tree held it; its removal renames it away whole) after the loop found it stored: its
+            # layer's metadata is read again from the registry. The compose that follows stores it again.
+            return requirements(refetch(dist))
+        return found
 
     needs = {}
     for dist in by_dist:
-        found = requirements(staged[dist] if dist in staged else _store.path(layout, dist))
+        found = read(dist)
         if found is None:
             raise Refused(f"{reference}: the metadata of {dist.name} {dist.version} cannot be read: refused")
         needs[dist.name] = found[0]
