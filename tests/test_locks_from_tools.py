@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -129,8 +130,8 @@ def test_uv_hashed_requirements_are_a_lock(locks: Path, pypi: PypiServer) -> Non
 # (each case is checked against pip itself), and what repoinstall did not do (it refused the lines, exit 2).
 #
 # Writers: uv 0.13.9 (`uv pip compile --emit-index-url`), pip 26.3 (its own reading of the same files), and
-# pip-compile's format as pip-tools 7.4 writes it (pip-tools is not in the test environment: that file is written
-# here, byte for byte as pip-compile --generate-hashes writes it).
+# pip-compile (pip-tools 7.6.2, in a venv of its own that .ci/run makes; a file as it writes them is also written by
+# hand here, to test the lines one at a time).
 
 
 @pytest.fixture(scope="module")
@@ -289,6 +290,48 @@ def test_pip_compile_output_with_pip_conf_indexes_installs_where_pip_installs_it
     (tree,) = json.loads(done.stdout)["packages"]
     assert tree["name"].startswith("locked-ix-only-a-ix-only-b-")
     # Hashed: its --trusted-host line is honoured as pip honours it (every artifact's hash is checked).
+
+
+#: pip-tools' pip-compile, in the venv of its own .ci/run makes (.ci/requirements-piptools.txt).
+PIP_COMPILE = Path(os.environ.get("REPOINSTALL_PIP_TOOLS", "/var/tmp/repoinstall-piptools")) / "bin" / "pip-compile"
+
+
+def test_real_pip_compile_output_with_pip_conf_indexes_installs_where_pip_installs_it(
+    tmp_path: Path, two_indexes: tuple[IndexServer, IndexServer]
+) -> None:
+    """pip-compile itself (pip-tools 7.6.2), its pip.conf naming B as the index and A as an extra one and trusting
+    127.0.0.1, writes those index options into its hashed output; a pod whose own pip.conf names an index that is
+    not there installs that file's tree from B and A, as pip does."""
+    if not PIP_COMPILE.exists():
+        if os.environ.get("REPOINSTALL_REQUIRE_FUSE") == "1":
+            pytest.fail(f"{PIP_COMPILE} is missing: .ci/run installs pip-tools there")
+        pytest.skip(f"needs pip-tools at {PIP_COMPILE} (.ci/run installs it)")
+    a, b = two_indexes
+    conf = tmp_path / "writer.conf"
+    conf.write_text(f"[global]\nindex-url = {b.simple}\nextra-index-url = {a.simple}\ntrusted-host = 127.0.0.1\n")
+    (tmp_path / "requirements.in").write_text("ix-only-a\nix-only-b\n")
+    written = subprocess.run(
+        [str(PIP_COMPILE), "--generate-hashes", "--quiet", "--no-strip-extras", "--output-file=requirements.txt",
+         "requirements.in"],
+        cwd=tmp_path, env=isolated_env(PIP_CONFIG_FILE=str(conf)), capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    requirements = tmp_path / "requirements.txt"
+    text = requirements.read_text()
+    assert f"--index-url {b.simple}" in text and f"--extra-index-url {a.simple}" in text, text
+    assert "--trusted-host 127.0.0.1" in text and "--hash=sha256:" in text, text
+    env = _pip_conf(tmp_path, "http://127.0.0.1:9/simple")  # this pod's pip.conf: an index that is not there
+    assert _pip_installs(requirements, env)
+    done = _ensure(tmp_path / "repo", env, "-r", requirements)
+    assert done.returncode == 0, done.stderr
+    (tree,) = json.loads(done.stdout)["packages"]
+    assert tree["name"].startswith("locked-ix-only-a-ix-only-b-"), tree
+    # The hand-written file of the test above names the same tree: pip-compile's output is what it says it is.
+    hand = tmp_path / "hand.txt"
+    hand.write_text(_pip_compile_output(a, b, "127.0.0.1"))
+    again = _ensure(tmp_path / "repo", env, "-r", hand)
+    assert again.returncode == 0 and json.loads(again.stdout)["packages"][0]["name"] == tree["name"], again.stdout
 
 
 def test_a_trusted_host_line_in_an_unhashed_file_needs_the_command_line(
