@@ -91,7 +91,9 @@ class Progress:
             if self._active:
                 oldest = min(self._active.values())
                 lines.append(f"{frame} installing {', '.join(sorted(self._active))} ({now - oldest:.0f}s)")
-            lines += [f"{frame} {_shown(one, now)}" for one in self._phases]
+            # Under a tree's line, its phases are its details: indented, the spinner drawn once.
+            mark = "  " if self._active else f"{frame} "
+            lines += [f"{mark}{_shown(one, now)}" for one in self._phases]
         # one line each, cut with … at the terminal's width
         return Text("\n".join(lines), no_wrap=True, overflow="ellipsis")
 
