@@ -20,6 +20,7 @@ from ._disk.layout import Layout, default_repo
 from ._ensuring import Ensurer, Flow, bad_input_raised, gathered
 from ._errors import InvalidInput, NotInstalled, RepoinstallError, os_errors
 from ._options import (
+    DEFAULT_CHOICE,
     GC_OLDER_THAN,
     HEARTBEAT,
     INDEX_TTL,
@@ -762,7 +763,7 @@ class Repo:
         return self._layout.retrying(usage, self._layout)
 
 
-def _lock_request(path: str, install: InstallOptions | None, choice: LockChoice) -> Requested:
+def _lock_request(path: str, install: InstallOptions | None, choice: LockChoice = DEFAULT_CHOICE) -> Requested:
     from ._install.markerenv import lock_environment
     from ._lockfile.request import read
 
