@@ -162,26 +162,26 @@ def _ensure_cli(
         settings = opts.repo_settings()
         if push_to is not None:
             settings["registry"] = opts.registry_settings()
-        with Repo(path, on_event=progress, **settings) as store:
-            wanted, known, origins = _gathered(store, wanted, read, hints, read_file)
-            wanted, outcomes = _ensured(store, wanted, known, origins, opts.together)
+        with Repo(path, on_event=progress, **settings) as repo:
+            wanted, known, origins = _gathered(repo, wanted, read, hints, read_file)
+            wanted, outcomes = _ensured(repo, wanted, known, origins, opts.together)
             if push_to is not None and pushed is not None:
                 from .._oci.reference import Reference
 
                 done = [o for o in outcomes if isinstance(o, EnsureResult)]
                 if opts.push_after:  # ensure --push: what was installed here from an index, not what came from it
                     done = [o for o in done if o.action == "installed"]
-                pushed += store.push(done, Reference.parse(push_to), skip_pulled=opts.push_after)
+                pushed += repo.push(done, Reference.parse(push_to), skip_pulled=opts.push_after)
     except RepoinstallError as error:
         _fail(error)
     finally:
         if progress is not None:
             progress.close()
-    return wanted, store.path, store.env, outcomes
+    return wanted, repo.path, repo.env, outcomes
 
 
 def _gathered(
-    store: Repo,
+    repo: Repo,
     wanted: "list[Requested]",
     read: "list[list[Requested] | Hint]",
     hints: "list[Hint | None]",
@@ -196,7 +196,7 @@ def _gathered(
         if isinstance(one, list):
             requests = one
         else:
-            if (settled := store._settled_lock(one)) is not None:
+            if (settled := repo._settled_lock(one)) is not None:
                 known[len(wanted)] = settled
                 wanted.append(_known_request(one, settled))
                 continue
@@ -211,7 +211,7 @@ def _gathered(
 
 
 def _ensured(
-    store: Repo,
+    repo: Repo,
     wanted: "list[Requested]",
     known: dict[int, EnsureResult],
     origins: "dict[int, Hint]",
@@ -224,12 +224,12 @@ def _ensured(
     order = list(range(len(wanted)))
     the_set = None
     if together and len(plain) > 1:
-        the_set = _together(store, plain)
+        the_set = _together(repo, plain)
         order = [index for index, one in enumerate(wanted) if one.locked or index in known]
-    ensured = iter(store.ensure_all([wanted[i] for i in order if i not in known], return_exceptions=True))
+    ensured = iter(repo.ensure_all([wanted[i] for i in order if i not in known], return_exceptions=True))
     outcomes = [known[i] if i in known else next(ensured) for i in order]
     for index, hint in origins.items():
-        store._remember_lock(hint, outcomes[order.index(index)])
+        repo._remember_lock(hint, outcomes[order.index(index)])
     if the_set is None:
         return wanted, outcomes
     # One outcome for the set: what was asked, as one entry, is every spec.
@@ -327,10 +327,10 @@ def _set_members(name: str, requirement: str) -> str:
     return f" (lock {requirement})" if kind is TreeKind.LOCKED else ""
 
 
-def _together(store: Repo, wanted: "list[Requested]") -> "EnsureResult | RepoinstallError":
+def _together(repo: Repo, wanted: "list[Requested]") -> "EnsureResult | RepoinstallError":
     """The set's one tree, or why it failed; bad input (exit 2) ends the command as it does for ensure_all."""
     try:
-        return store.ensure_together(wanted)
+        return repo.ensure_together(wanted)
     except RepoinstallError as error:
         if error.exit_code == 2:
             raise
@@ -399,9 +399,9 @@ def _dry_run(specs: list[str] | None, requirement: list[str] | None, opts: Optio
         _fail(f"--dry-run plans each tree from the indexes alone; it cannot plan {flag}: run without one of them", 2)
     try:
         wanted = _collect(specs or [], requirement or [], opts, require_hashes=opts.require_hashes, installing=True)
-        with Repo(repo_path(opts, announce=not (opts.quiet or opts.as_json)), **opts.repo_settings()) as store:
-            planned = store.plan(wanted)
-            root, env = store.path, store.env
+        with Repo(repo_path(opts, announce=not (opts.quiet or opts.as_json)), **opts.repo_settings()) as repo:
+            planned = repo.plan(wanted)
+            root, env = repo.path, repo.env
     except RepoinstallError as error:
         _fail(error)
     missing = [one for one in planned if one.action == "install"]
@@ -591,12 +591,12 @@ def verify(
         _fail("give SPEC arguments or -r FILE, or --all, not both", 2)
     try:
         wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
-        with Repo(repo_path(opts, announce=False), **opts.repo_settings()) as store:
+        with Repo(repo_path(opts, announce=False), **opts.repo_settings()) as repo:
             named = bool(specs or requirement)  # files that name no tree (comments only): nothing to verify
-            obstacles = store.obstacles()  # in the store's, its locks' or the trees' locks' way: a person looks
+            obstacles = repo.obstacles()  # in the store's, its locks' or the trees' locks' way: a person looks
             # With --repair, the store's damaged distributions are set aside before the trees are: Repo.verify's rule.
-            found = store.verify(wanted, repair=repair) if wanted or not named else Verification((), ())
-            root = store.path
+            found = repo.verify(wanted, repair=repair) if wanted or not named else Verification((), ())
+            root = repo.path
     except RepoinstallError as error:
         _fail(error)
     reports, stored = found.trees, found.store
@@ -640,10 +640,10 @@ def locks(*, opts: Options) -> None:
     try:
         with Repo(
             repo_path(opts, announce=False), stale_after=opts.stale_after, heartbeat=opts.stale_after / 4
-        ) as store:
-            found = store.locks()
-            obstacles = store.obstacles()  # a FIFO where a lock's directory belongs: every install refuses it
-            root = store.path
+        ) as repo:
+            found = repo.locks()
+            obstacles = repo.obstacles()  # a FIFO where a lock's directory belongs: every install refuses it
+            root = repo.path
     except RepoinstallError as error:
         _fail(error)
     if opts.as_json:
@@ -694,9 +694,9 @@ def gc(
         _fail(str(error), 2)
     try:
         path = repo_path(opts, announce=False)
-        with Repo(path, lock=not opts.no_lock, stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
-            removed = store.gc(older_than=older, unused_for=unused, dry_run=dry_run)
-            root = store.path
+        with Repo(path, lock=not opts.no_lock, stale_after=opts.stale_after, heartbeat=opts.heartbeat) as repo:
+            removed = repo.gc(older_than=older, unused_for=unused, dry_run=dry_run)
+            root = repo.path
     except RepoinstallError as error:
         _fail(error)
     if opts.as_json:
@@ -743,9 +743,9 @@ def remove(
         path = repo_path(opts, announce=False)
         with Repo(
             path, lock=not opts.no_lock, stale_after=opts.stale_after, heartbeat=opts.heartbeat, **opts.tree_keywords()
-        ) as store:
-            outcomes = store.remove(wanted, dry_run=opts.dry_run, forget=forget)
-            root, env = store.path, store.env
+        ) as repo:
+            outcomes = repo.remove(wanted, dry_run=opts.dry_run, forget=forget)
+            root, env = repo.path, repo.env
     except RepoinstallError as error:
         _fail(error)
     kept = [o for o in outcomes if not o.ok]
@@ -782,10 +782,10 @@ def doctor(*, opts: Options) -> None:
     "bytes", "tree_bytes", "bytes_saved"}} (bytes are file sizes, each inode once; see list)."""
     _use_json(opts)
     try:
-        with Repo(repo_path(opts, announce=False), stale_after=opts.stale_after, heartbeat=opts.heartbeat) as store:
-            findings = store.doctor()
-            usage = store.store_usage() if opts.as_json else None
-            root = store.path
+        with Repo(repo_path(opts, announce=False), stale_after=opts.stale_after, heartbeat=opts.heartbeat) as repo:
+            findings = repo.doctor()
+            usage = repo.store_usage() if opts.as_json else None
+            root = repo.path
     except RepoinstallError as error:
         _fail(error)
     if opts.as_json:
@@ -811,8 +811,8 @@ def path(specs: SpecsArg = None, requirement: ReqOpt = None, *, opts: Options) -
         _fail("nothing to look up: give SPEC arguments or -r FILE", 2)
     try:
         wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
-        with Repo(repo_path(opts, announce=False), **opts.tree_keywords()) as store:
-            paths = [store.tree_path(w) for w in wanted]
+        with Repo(repo_path(opts, announce=False), **opts.tree_keywords()) as repo:
+            paths = [repo.tree_path(w) for w in wanted]
     except RepoinstallError as error:
         _fail(error)
     typer.echo(os.pathsep.join(paths))
@@ -862,8 +862,8 @@ def export(
         _fail(f"{output}: its directory {os.path.dirname(os.path.abspath(output))} does not exist", 2)
     try:
         wanted = _collect(specs or [], requirement or [], opts, require_hashes=False)
-        with Repo(repo_path(opts, announce=False), **opts.tree_keywords()) as store:
-            text = store.export(wanted)
+        with Repo(repo_path(opts, announce=False), **opts.tree_keywords()) as repo:
+            text = repo.export(wanted)
     except RepoinstallError as error:
         _fail(error)
     if output is None:
@@ -900,10 +900,10 @@ def list_(
 
     _use_json(opts)
     try:
-        with Repo(repo_path(opts, announce=False)) as store:
-            records = store.list()
-            usage = store.store_usage() if opts.as_json else None
-            root = store.path
+        with Repo(repo_path(opts, announce=False)) as repo:
+            records = repo.list()
+            usage = repo.store_usage() if opts.as_json else None
+            root = repo.path
     except RepoinstallError as error:
         _fail(error)
     rows = [
