@@ -57,6 +57,7 @@ VOLATILE = {
     r"(?<=^pip )\d+(?:\.\d+)+": r"\d+(?:\.\d+)+",
     r"\(\d+\.\ds, \d+\.\d MB": r"\(\d+\.\ds, \d+\.\d MB",
     r"waited \d+\.\ds": r"waited \d+\.\ds",
+    r"bytes, \d+\.\ds\)": r"bytes, \d+\.\ds\)",
     r"\d{4}-\d\d-\d\d \d\d:\d\d(?!:)": r"\d{4}-\d\d-\d\d \d\d:\d\d",
 }
 #: The pages whose run blocks this file runs; getting started first: it makes the venv the others use.
