@@ -89,6 +89,9 @@ NAMED: Mapping[str, tuple[str, tuple[str, ...]]] = {
     # the index
     "index cache entry %s is garbled: a miss": ("index.cache_garbled", ("key",)),
     "index cache not written (%s)": ("index.cache_unwritten", ("reason",)),
+    "wheel cache not written (%s)": ("wheels.cache_unwritten", ("reason",)),
+    "%s: the kept wheel cannot be copied (%s); fetching it": ("wheels.uncopied", ("wheel", "reason")),
+    "%s: the repo's cached copy is damaged (sha256 %s); fetching it": ("wheels.damaged", ("wheel", "sha256")),
     "%s: %s; retrying in %.1fs": ("index.retry", ("what", "reason", "pause")),
     "skipping %s %s: Requires-Python %s": ("index.skipped", ("project", "version", "requires_python")),
     "%s: no source lists a file its hashes name; the installer picks it": ("index.unlisted", ("distribution",)),
